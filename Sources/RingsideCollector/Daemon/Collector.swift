@@ -27,7 +27,7 @@ package final class Collector: @unchecked Sendable {
     package let options: CollectorOptions
     private let tracker: RingTracker
     private let scheduler: DrainScheduler
-    private let publisher: SnapshotPublisher
+    private let publisher: SnapshotPublisher<RingTracker>
     private let discovery: RingDiscovery
     /// Reads the lane threads' scheduling from `/proc` on a thread of its own (nil with
     /// `--thread-sample-interval 0`); tests step it with `sampleRound()`.
@@ -103,7 +103,7 @@ package final class Collector: @unchecked Sendable {
             )
             tracker.captureDesk = capture?.desk
         }
-        let publisher = SnapshotPublisher(options: options, layout: layout, log: log, tracker: tracker, captureDesk: capture?.desk)
+        let publisher = SnapshotPublisher(options: options, layout: layout, log: log, feed: tracker, captureDesk: capture?.desk)
         self.publisher = publisher
         let published = publisher.published
         capturer = capture.map { desk, writer in

@@ -27,7 +27,7 @@ package struct CollectorOptions: Sendable, Equatable {
     /// How long the drain loop sleeps when every ring is empty (`--poll`).
     package var pollNanos: UInt64 = 100_000_000
     /// The most time a snapshot spends admitting metrics new in registries, and the most it spends
-    /// on new series' first figures (see `SnapshotPublisher.PendingPublish`). Not a flag: a test
+    /// on new series' first figures (see `NewSeriesBudget`). Not a flag: a test
     /// sets it to 0 (each snapshot then admits one ring's and shows one bot's).
     package var newSeriesNanos: UInt64 = 200_000_000
     /// The most time a drain pass spends adopting rings discovery found (at least one; see

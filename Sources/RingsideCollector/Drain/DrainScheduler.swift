@@ -140,7 +140,7 @@ final class DrainScheduler {
             // or closed (its liveness is asked four times a second), new, timing a fill rate,
             // quarantined, or with lanes to adopt.
             if interval == DrainTiming.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.schedule.fill.isTiming
-                || ring.quarantine.untilNanos != 0 || ring.schedule.watch.newLanesPending
+                || ring.quarantine.isOn || ring.schedule.watch.newLanesPending
             {
                 followUps.append(index)
             }

@@ -2,7 +2,7 @@ import RingsideSnapshot
 import CRingside
 import Ringside
 
-/// Draining one ring, asking after its producer, and the series caps.
+/// Draining one ring, asking after its producer, and saying what the series caps refused.
 extension RingTracker {
 
     /// What draining a ring did: the records taken, and whether a clean ring learnt in small
@@ -21,10 +21,8 @@ extension RingTracker {
     /// - Parameter whole: take up to `DrainTiming.passRecordLimit` whatever the ring's standing (a forced
     ///   pass, at stop or in a test stepping time, has no next pass to leave records to).
     func drain(_ ring: TrackedRing, nowNanos now: UInt64, whole: Bool = false) -> Drained {
-        if ring.quarantine.untilNanos != 0 {
-            guard now >= ring.quarantine.untilNanos else { return Drained() }
-            ring.quarantine.untilNanos = 0
-            ring.quarantine.reason = nil
+        if ring.quarantine.isOn {
+            guard ring.quarantine.end(ifOverAt: now) else { return Drained() }
             ringLog("ring \(ring.name): quarantine over; reading its records again")
         }
         guard ring.consumer.hasWork else { return Drained() }
@@ -36,7 +34,7 @@ extension RingTracker {
         do {
             let count = try ring.aggregator.drain(
                 ring.consumer, source: ring.source, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
-                nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
+                nowNanos: now, admitting: { roster.allowance(for: ring.bot, holding: $0) },
                 counted: { ring.schedule.countDrained($0, lane: $1) },
                 recorder: recorder.map { feed(of: ring, into: $0, nowNanos: now) })
             sayRefusedSeries(of: ring)
@@ -51,13 +49,13 @@ extension RingTracker {
             }
             if count > 0 {
                 ring.liveness.moved()
-                marks.lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9
+                lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9
             }
-            let left = !proven && ring.quarantine.untilNanos == 0 && !ring.account.isSuspect(nowNanos: now) && ring.consumer.hasWork
+            let left = !proven && !ring.quarantine.isOn && !ring.account.isSuspect(nowNanos: now) && ring.consumer.hasWork
             return Drained(count: count, recordsLeft: left)
         } catch {
             forget(ring)
-            skip(ring.name, error, saidBefore: ring.said.skipped, nowNanos: now)
+            skip(ring.name, error, saidBefore: ring.logged.skipped, nowNanos: now)
             return Drained(letGo: true)
         }
     }
@@ -85,9 +83,7 @@ extension RingTracker {
     /// costs every other ring its time. What it skips stays in its lanes, and a producer that then
     /// finds them full counts its drops.
     private func quarantine(_ ring: TrackedRing, for nanos: UInt64, reason: String, nowNanos now: UInt64) {
-        ring.quarantine.untilNanos = now &+ nanos
-        ring.quarantine.count += 1
-        ring.quarantine.reason = reason
+        ring.quarantine.begin(untilNanos: now &+ nanos, reason: reason)
         ringLog("ring \(ring.name): \(reason); the other rings are drained meanwhile", level: .warn)
         noteRingsChanged()
     }
@@ -112,7 +108,7 @@ extension RingTracker {
         guard let status = ring.liveness.status else { return false }
         // Dead and drained: nothing more can arrive until a producer attaches again (it opens the
         // file, which inotify reports), so the file is let go of at the end of the pass.
-        if !alive, wakeup.isWatching, ring.quarantine.untilNanos == 0, !ring.schedule.watch.newLanesPending,
+        if !alive, wakeup.isWatching, !ring.quarantine.isOn, !ring.schedule.watch.newLanesPending,
             now &- ring.liveness.touchedNanos >= DrainTiming.releaseGraceNanos,
             let fresh = ring.liveness.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
             fresh.backlog == 0
@@ -135,7 +131,7 @@ extension RingTracker {
             }
         }
         // Alive by its lock, but stopped (SIGSTOP, a debugger): nothing can be written meanwhile.
-        let stopped = status.producerAlive && marks.processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
+        let stopped = status.producerAlive && processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
         if stopped != ring.liveness.producerStopped {
             changed = true
             ring.liveness.producer(stopped: stopped)
@@ -147,17 +143,14 @@ extension RingTracker {
                 _ = captureDesk?.submit(.botStopped(ring.bot.name), bots: [ring.bot.name], nowNanos: now)
             }
         }
-        if status.dropped > ring.said.dropped, now &- ring.said.droppedNanos >= DrainTiming.dropLogIntervalNanos {
+        if ring.logged.dropsDue(status, nowNanos: now) {
             sayDrops(of: ring, status, nowNanos: now)
             changed = true
         }
         let rejected = ring.sourceFigures.rejected
-        if rejected > ring.said.rejected, now &- ring.said.rejectedNanos >= DrainTiming.dropLogIntervalNanos {
+        if let new = ring.logged.sayingRejected(rejected, nowNanos: now) {
             ringLog(
-                "ring \(name): rejected \(rejected - ring.said.rejected) invalid records (unknown metric, kind "
-                    + "or sequence; \(rejected) in all)", level: .warn)
-            ring.said.rejected = rejected
-            ring.said.rejectedNanos = now
+                "ring \(name): rejected \(new) invalid records (unknown metric, kind or sequence; \(rejected) in all)", level: .warn)
         }
         return changed
     }
@@ -166,14 +159,9 @@ extension RingTracker {
     /// was full (the collector fell behind, or the ring is too small), or a thread found every
     /// lane taken (more threads than lanes).
     func sayDrops(of ring: TrackedRing, _ status: RingStatus, nowNanos now: UInt64, before: String? = nil) {
-        let marks = ring.said
-        let total = status.dropped &- min(status.dropped, marks.dropped)
-        let unlaned = min(total, status.unlanedDropped &- min(status.unlanedDropped, marks.unlanedDropped))
-        let full = total - unlaned
-        ring.said.dropped = status.dropped
-        ring.said.unlanedDropped = status.unlanedDropped
+        let (total, unlaned) = ring.logged.sayingDrops(status, nowNanos: now)
         guard total > 0 else { return }
-        ring.said.droppedNanos = now
+        let full = total - unlaned
         var causes: [String] = []
         if full > 0 { causes.append("\(full) because a lane was full") }
         if unlaned > 0 {
@@ -188,51 +176,10 @@ extension RingTracker {
 
     // MARK: - Series
 
-    /// The room the caps leave `ring`'s bot, holding `held`: `--max-series-per-ring` for the bot
-    /// (its rings and workers together), `--max-series` and `--max-series-bytes` for the
-    /// collector. Metrics past it are refused, counted and exported. Series are admitted up to
-    /// 3/4 of the memory budget: the rest is kept for what grows after admission (histograms'
-    /// counts, refused metrics' descriptors) and for the allocator's slack and pages written at once
-    /// on two threads (admitted up to 7/8, the peak passed the budget by 5 % on a loaded CI
-    /// machine).
-    func seriesAllowance(for ring: TrackedRing, holding held: BotAggregator.Usage) -> BotAggregator.Usage {
-        let others = marks.seriesUsage.others(than: ring.bot, holding: held, among: bots.values)
-        return BotAggregator.Usage(
-            series: max(0, min(options.maxSeriesPerRing - held.series, options.maxSeries - others.series - held.series)),
-            bytes: max(0, options.maxSeriesBytes / 4 * 3 - others.bytes - held.bytes))
-    }
-
-    /// How long a ring's cells may go unseen when nothing says they moved (see `CellLookPace`).
-    func cellLookIntervalNanos() -> UInt64 {
-        // Read in place (`bot.aggregator`): `TrackedRing.aggregator`'s getter copies the aggregator.
-        marks.cellLookPace.intervalNanos(metrics: tracked.ordered.reduce(0) { $0 + $1.bot.aggregator.metricCount(of: $1.source) })
-    }
-
-    /// The series of every bot, and the memory they take.
-    func seriesUsage() -> BotAggregator.Usage {
-        var total = BotAggregator.Usage()
-        for bot in bots.values {
-            let usage = bot.aggregator.usage
-            total.series += usage.series
-            total.bytes += usage.bytes
-        }
-        return total
-    }
-
-    /// What refused series to `ring`'s metrics, if any did: a cap, named by its flag
-    /// (`--max-series-per-ring`, `--max-series`, `--max-series-bytes`), or `kind` when another file
-    /// of the bot registered a name and labels as another kind, unit or policy.
-    func refusingCap(of ring: TrackedRing) -> String? {
-        guard ring.sourceFigures.refusedSeries > 0 else { return nil }
-        guard ring.aggregator.refusedSeries > 0 else { return "kind" }
-        if ring.aggregator.firstRefusedForBytes { return "--max-series-bytes" }
-        return ring.aggregator.seriesCount >= options.maxSeriesPerRing ? "--max-series-per-ring" : "--max-series"
-    }
-
     /// Says once per ring in the log that a series cap refused some of its metrics.
     func sayRefusedSeries(of ring: TrackedRing) {
-        guard ring.sourceFigures.refusedSeries > 0, !ring.said.seriesRefused, let first = ring.aggregator.firstRefused else { return }
-        ring.said.seriesRefused = true
+        guard ring.sourceFigures.refusedSeries > 0, !ring.logged.seriesRefused, let first = ring.aggregator.firstRefused else { return }
+        ring.logged.seriesRefused = true
         let metric =
             first.name + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
         guard ring.aggregator.refusedSeries > 0 else {
@@ -254,51 +201,5 @@ extension RingTracker {
             "ring \(ring.name): \(cap) is reached: metric \(metric) and any registered "
                 + "after it get no series (counted in ringside_ring_series_refused and their records in "
                 + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets", level: .warn)
-    }
-
-    /// Reads a ring's status again if records moved or its cells changed since it was read, so
-    /// that the snapshot shows its figures as they are now.
-    func refreshStatus(of ring: TrackedRing, nowNanos now: UInt64) {
-        guard ring.liveness.activitySinceStatus, let status = try? ring.file?.status(producerAlive: ring.liveness.producerAlive) else {
-            return
-        }
-        ring.liveness.read(status, nowNanos: now)
-    }
-
-    /// Looks at a ring's registry (counters write no records, so a metric registered since is
-    /// found here, not by a record naming it) and samples its cells: counter totals, gauges.
-    /// Returns the metrics added and whether a cell changed (its status is then read again).
-    /// Without `admitting`, the registry waits for the next look (a snapshot out of time for it).
-    func sampleCellsAndRegistry(of ring: TrackedRing, nowNanos now: UInt64, admitting: Bool = true) -> (added: Int, cellsChanged: Bool) {
-        guard let consumer = ring.file else { return (0, false) }
-        var added = 0
-        if admitting {
-            added = ring.aggregator.refreshMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
-            sayRefusedSeries(of: ring)
-        }
-        // Series its file retired leave the bot, and revived ones come back (RETIRING A SERIES in ringside.h).
-        let allowance: ((BotAggregator.Usage) -> BotAggregator.Usage)? = admitting ? { self.seriesAllowance(for: ring, holding: $0) } : nil
-        let moved = ring.aggregator.retireAndRevive(of: consumer, source: ring.source, admitting: allowance)
-        let start = rs_clock_precise_ns()
-        let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now) || moved
-        marks.cellLookPace.note(nanos: rs_clock_precise_ns() &- start, metrics: ring.bot.aggregator.metricCount(of: ring.source))
-        ring.cellLook.sampled(nowNanos: now, moves: ring.schedule.cellMoves)
-        if cellsChanged { ring.liveness.moved() }
-        return (added, cellsChanged)
-    }
-}
-
-/// The tracker's look at a ring's cells: written here, read by the rest.
-struct CellLook {
-    /// When its cells were last sampled.
-    fileprivate(set) var sampledNanos: UInt64 = 0
-    /// The lane watch's count of counter moves then (`SchedulePlace.cellMoves`).
-    fileprivate(set) var movesSampled: UInt64 = 0
-
-    init() {}
-
-    fileprivate mutating func sampled(nowNanos now: UInt64, moves: UInt64) {
-        sampledNanos = now
-        movesSampled = moves
     }
 }

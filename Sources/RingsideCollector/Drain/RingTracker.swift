@@ -13,53 +13,34 @@ import RingsideAggregation
 /// Touched by the drain thread only.
 final class RingTracker {
     let options: CollectorOptions
-    /// Makes a bot's aggregator (its windows, quantiles and page estimate, as the daemon set them).
-    private let makeAggregator: (_ bot: String) -> BotAggregator
-    private let log: CollectorLog
     let ringLog: RingLog
     /// The drain's watch on the directory (shared with the drain loop, which sleeps on it).
     let wakeup: DrainWakeup
     /// What crosses to and from discovery's thread.
     let handoff: DiscoveryHandoff
-    /// CLOCK_REALTIME when the collector was made: counters of bots made before count in totals only.
-    let startedRealtimeNanos: UInt64
     private(set) var tracked = TrackedRings()
     /// Rings let go of: their producers are dead and every record is drained, so their files
     /// are closed and unmapped; their series stay. Taken up again when a process opens the file.
     private(set) var released: [String: TrackedRing] = [:]
-    /// The bots the rings write, by name: a bot's own ring and its workers' feed one series.
-    private(set) var bots: [String: BotSeries] = [:]
+    /// The bots the rings write, their series and the caps.
+    let roster: BotRoster
     /// Rings that wait for something to be done with them.
-    private var due = DueRings()
-    /// What passes last did and found.
-    var marks = PassMarks()
-    /// Rings this collector may hold open: the descriptor limit less a reserve for HTTP clients.
-    private let ringLimit: Int
+    private var waiting = WaitingRings()
+    private var descriptors: DescriptorBudget
     /// The directory's lock and the state kept in it.
-    private var hold: DirectoryHold
-    /// What the drain feeds besides the series.
-    var outputs: DrainOutputs
-
+    private var claim: DirectoryClaim
+    /// What the next snapshot should show that no record says.
+    private var changes = RingChanges()
+    /// Which producer processes are stopped, read once per process per look.
+    var processStates = ProcessStates()
     /// Age of the oldest record drained lately: how far behind the drain runs.
-    var lagSeconds: Double { marks.lagSeconds }
+    var lagSeconds: Double = 0
     /// The flight recorder (nil with `--recorder-seconds 0`): what the drain takes, kept raw.
-    var recorder: Recorder? { outputs.recorder }
+    let recorder: Recorder?
     /// Where a bot that dies or stops asks for a capture (nil without `--capture-dir`).
-    var captureDesk: CaptureDesk? {
-        get { outputs.captureDesk }
-        set { outputs.captureDesk = newValue }
-    }
-
-    /// Rings that wait for something: released rings to take up again (a process opened their
-    /// files, or events were lost); rings `observe` found dead and drained, let go of at the end
-    /// of the pass.
-    private struct DueRings {
-        var toReacquire: Set<String> = []
-        var releases: [TrackedRing] = []
-        /// Released workers' rings whose files could not go (their fold could not be written):
-        /// tried again now and then.
-        var unretired: Set<String> = []
-    }
+    var captureDesk: CaptureDesk?
+    /// CLOCK_REALTIME when the collector was made: counters of bots made before count in totals only.
+    var startedRealtimeNanos: UInt64 { roster.startedRealtimeNanos }
 
     /// - Throws: `DirectoryLock.Refusal.held` when another collector holds the ring directory.
     init(
@@ -68,17 +49,16 @@ final class RingTracker {
         handoff: DiscoveryHandoff, ringLimit: Int
     ) throws(DirectoryLock.Refusal) {
         self.options = options
-        self.makeAggregator = makeAggregator
-        self.log = log
         self.ringLog = ringLog
         self.wakeup = wakeup
         self.handoff = handoff
-        startedRealtimeNanos = rs_clock_realtime_ns()
-        self.ringLimit = ringLimit
-        outputs = DrainOutputs(
-            recorder: options.recorderNanos > 0
-                ? Recorder(retentionNanos: options.recorderRetentionNanos, budgetBytes: options.recorderMaxBytes) : nil)
-        hold = DirectoryHold(state: try CollectorState(options: options, log: log))
+        descriptors = DescriptorBudget(ringLimit: ringLimit)
+        recorder =
+            options.recorderNanos > 0
+            ? Recorder(retentionNanos: options.recorderRetentionNanos, budgetBytes: options.recorderMaxBytes) : nil
+        let state = try CollectorState(options: options, log: log)
+        claim = DirectoryClaim(state: state, directory: options.directory, log: log)
+        roster = BotRoster(options: options, state: state, makeAggregator: makeAggregator)
     }
 
     /// The rings drained and those released, in name order.
@@ -95,22 +75,18 @@ final class RingTracker {
     func holds(name: String) -> Bool { tracked[name] != nil || released[name] != nil }
 
     /// Whether something changed that the next snapshot should show, since the last call.
-    func takeRingsChanged() -> Bool {
-        defer { marks.ringsChanged = false }
-        return marks.ringsChanged
-    }
+    func takeRingsChanged() -> Bool { changes.take() }
 
     /// Something changed that the next snapshot should show.
-    func noteRingsChanged() { marks.ringsChanged = true }
+    func noteRingsChanged() { changes.note() }
 
     /// Has `ring`, found dead and drained, let go of at the end of the pass.
-    func releaseAtPassEnd(_ ring: TrackedRing) { due.releases.append(ring) }
+    func releaseAtPassEnd(_ ring: TrackedRing) { waiting.releases.append(ring) }
 
     /// How long the drain loop may sleep for the tracker's sake: briefly while a bot was just
     /// attached (its producer is about to write, and add lanes).
     func sleepNanos(nowNanos now: UInt64) -> UInt64 {
-        if marks.attachNanos != 0 && now &- marks.attachNanos < DrainTiming.newRingNanos { return DrainTiming.newRingSleepNanos }
-        return .max
+        changes.sleepNanos(nowNanos: now)
     }
 
     // MARK: - A pass's start
@@ -127,14 +103,14 @@ final class RingTracker {
     /// looks at every ring for new lanes.
     func beginPass(nowNanos now: UInt64, whole: Bool = false) -> Findings {
         var findings = Findings()
-        marks.seriesUsage.passBegins()
+        roster.passBegins()
         // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
         if wakeup.isWatching { wakeup.collect(holds: holds(name:)) }
         lookAtTouchedFiles(nowNanos: now, &findings)
-        if handoff.takeSkippedChanged() { marks.ringsChanged = true }  // the next snapshot shows them
+        if handoff.takeSkippedChanged() { changes.note() }  // the next snapshot shows them
         // A directory that came after the start: its lock and state first (another collector may
         // hold it); what discovery found waits until then.
-        guard mayCollect(nowNanos: now) else { return findings }
+        guard claim.mayCollect(nowNanos: now) else { return findings }
         let deadline = rs_clock_precise_ns() &+ options.adoptionNanos
         var changed: [String] = []
         for adopted in 0..<(whole ? Int.max : DrainTiming.adoptionsPerPass) {
@@ -147,8 +123,7 @@ final class RingTracker {
         for name in changed { checkIdentity(of: name, nowNanos: now) }
         // New lanes are looked for now and then (a file grows by each lane it adds, which the
         // drain's watch reports; this is for a lost event), and without inotify each pass.
-        if !wakeup.isWatching || now &- marks.sweepNanos >= DrainTiming.identityCheckNanos {
-            marks.sweepNanos = now
+        if waiting.sweepIsDue(nowNanos: now, watching: wakeup.isWatching) {
             retryRetirements()
             for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
             findings.sweep = true  // every ring is visited this pass: those with new lanes adopt them
@@ -159,11 +134,7 @@ final class RingTracker {
     /// At a pass's end: tells discovery how many rings are open (it opens no more than the budget
     /// leaves), and wakes it when fewer are (rings may wait for a descriptor) or rings were let go of.
     func tellDiscovery() {
-        let fewer = tracked.count < marks.toldRingsOpen
-        if tracked.count != marks.toldRingsOpen {
-            handoff.setRingsOpen(tracked.count)
-            marks.toldRingsOpen = tracked.count
-        }
+        let fewer = descriptors.tell(handoff, open: tracked.count)
         if fewer || handoff.hasLetGo { handoff.wakeDiscovery() }
     }
 
@@ -177,7 +148,7 @@ final class RingTracker {
         guard identity != ring.identity else { return }
         if tracked[name] === ring { _ = drain(ring, nowNanos: now) }
         forget(ring)
-        marks.ringsChanged = true
+        changes.note()
         ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
     }
 
@@ -191,9 +162,9 @@ final class RingTracker {
             checkIdentity(of: name, nowNanos: now)
         }
         do {
-            let ring = TrackedRing(consumer: consumer, bot: botSeries(writtenBy: name))
-            ring.said.skipped = found.saidProblem
-            ring.aggregator.addMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
+            let ring = TrackedRing(consumer: consumer, bot: roster.series(writtenBy: name))
+            ring.logged.skipped = found.saidProblem
+            ring.aggregator.addMetrics(of: consumer, source: ring.source) { roster.allowance(for: ring.bot, holding: $0) }
             sayRefusedSeries(of: ring)
             let status = try consumer.status()
             // Counters made before this collector started (it restarted, say) count in totals
@@ -207,8 +178,7 @@ final class RingTracker {
             ring.liveness.attached(nowNanos: now)
             tracked.insert(ring)
             ring.touched(nowNanos: now)
-            marks.attachNanos = now
-            marks.ringsChanged = true
+            changes.attached(nowNanos: now)
             ringLog(
                 "ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
                     + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
@@ -240,7 +210,7 @@ final class RingTracker {
         let touched = wakeup.takeTouched()
         if touched.overflowed {
             // An open or a close may have been missed: every ring is looked at in the next pass.
-            due.toReacquire.formUnion(released.keys)
+            waiting.toReacquire.formUnion(released.keys)
             for ring in tracked.ordered { ring.liveness.lookSoon() }
             findings.sweep = true
         }
@@ -250,26 +220,25 @@ final class RingTracker {
                 findings.touched.append(ring)
                 do { try ring.consumer.checkIntact() } catch {
                     forget(ring)
-                    skip(name, error, saidBefore: ring.said.skipped, nowNanos: now)
+                    skip(name, error, saidBefore: ring.logged.skipped, nowNanos: now)
                 }
             } else if released[name] != nil, DrainWakeup.moreThanClosed(kinds) {
-                due.toReacquire.insert(name)
+                waiting.toReacquire.insert(name)
             }
         }
-        for name in due.toReacquire { reacquire(name, nowNanos: now) }
+        for name in waiting.toReacquire { reacquire(name, nowNanos: now) }
     }
 
     /// Lets go, at the end of a pass, of the rings `observe` found dead and drained.
     func releaseDueRings(nowNanos now: UInt64) {
-        for ring in due.releases where tracked[ring.name] === ring { release(ring, nowNanos: now) }
-        due.releases.removeAll()
+        for ring in waiting.takeReleases() where tracked[ring.name] === ring { release(ring, nowNanos: now) }
     }
 
     /// Lets go of a dead, drained ring's file (its descriptor and mappings), keeping its series:
     /// thousands of finished bots must not hold the descriptors new ones need.
     private func release(_ ring: TrackedRing, nowNanos now: UInt64) {
         // A last look at its registry and cells: counters' totals and gauges are final now.
-        ring.aggregator.refreshMetrics(of: ring.consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
+        ring.aggregator.refreshMetrics(of: ring.consumer, source: ring.source) { roster.allowance(for: ring.bot, holding: $0) }
         if ring.aggregator.sampleCells(of: ring.consumer, source: ring.source, nowNanos: now) {
             ring.liveness.moved()
         }
@@ -279,13 +248,13 @@ final class RingTracker {
         ring.liveness.settled()
         if let worker = WorkerRing(ring.name) {
             if retire(ring, worker: worker) { return }
-            due.unretired.insert(ring.name)
+            waiting.unretired.insert(ring.name)
         }
         tracked[ring.name] = nil
         ring.release()
         released[ring.name] = ring
         ring.bot.shown = nil  // its next snapshot is made afresh
-        marks.ringsChanged = true
+        changes.note()
         ringLog(
             "ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
                 + "file is taken up again when a producer attaches")
@@ -299,7 +268,7 @@ final class RingTracker {
     /// neither lost nor counted twice whatever stops between the two (see `CollectorState`); a fold
     /// that cannot be written keeps the file.
     private func retire(_ ring: TrackedRing, worker: WorkerRing) -> Bool {
-        guard hold.state.isOpen else { return false }  // nowhere to keep its totals: its file keeps them
+        guard claim.state.isOpen else { return false }  // nowhere to keep its totals: its file keeps them
         let entries = ring.bot.aggregator.foldedEntries(folding: ring.source)
         let removed: Bool
         do {
@@ -307,15 +276,15 @@ final class RingTracker {
                 guard case .success(let status) = status, status.backlog == 0,
                     options.directory.fileIdentity(of: ring.name) == ring.identity
                 else { return false }
-                return hold.state.recordFold(entries, bot: worker.bot, worker: ring.name, identity: ring.identity)
+                return claim.state.recordFold(entries, bot: worker.bot, worker: ring.name, identity: ring.identity)
             }
         } catch {
             removed = false
         }
         guard removed else { return false }
         forget(ring)
-        hold.state.folded(entries, bot: worker.bot)
-        marks.ringsChanged = true
+        claim.state.folded(entries, bot: worker.bot)
+        changes.note()
         ringLog(
             "ring \(ring.name): worker pid \(worker.pid) of bot \(worker.bot) is gone and every record is drained; its "
                 + "totals stay in the bot's series, and its file is removed")
@@ -324,12 +293,12 @@ final class RingTracker {
 
     /// Tries again to remove the released workers' files that could not go.
     private func retryRetirements() {
-        for name in due.unretired {
+        for name in waiting.unretired {
             guard let ring = released[name], let worker = WorkerRing(name) else {
-                due.unretired.remove(name)
+                waiting.unretired.remove(name)
                 continue
             }
-            if retire(ring, worker: worker) { due.unretired.remove(name) }
+            if retire(ring, worker: worker) { waiting.unretired.remove(name) }
         }
     }
 
@@ -338,11 +307,12 @@ final class RingTracker {
     /// the new file.
     private func reacquire(_ name: String, nowNanos now: UInt64) {
         guard let ring = released[name] else {
-            due.toReacquire.remove(name)
+            waiting.toReacquire.remove(name)
             return
         }
-        guard tracked.count + handoff.foundWaiting < ringLimit else { return }  // kept in `due.toReacquire` until a descriptor is free
-        due.toReacquire.remove(name)
+        // Kept in `waiting.toReacquire` until a descriptor is free.
+        guard tracked.count + handoff.foundWaiting < descriptors.ringLimit else { return }
+        waiting.toReacquire.remove(name)
         let consumer: RingConsumer
         do {
             consumer = try RingConsumer(
@@ -350,11 +320,11 @@ final class RingTracker {
                 drainIntervalNanos: DrainTiming.passBudgetNanos)
         } catch {
             forget(ring)
-            marks.ringsChanged = true
+            changes.note()
             if case .notFound = error {
                 ringLog("ring \(name) detached: its file was removed")
             } else {
-                skip(name, error, saidBefore: ring.said.skipped, nowNanos: now)
+                skip(name, error, saidBefore: ring.logged.skipped, nowNanos: now)
             }
             return
         }
@@ -364,7 +334,7 @@ final class RingTracker {
             return
         }
         released[name] = nil
-        due.unretired.remove(name)
+        waiting.unretired.remove(name)
         ring.reopen(consumer)
         ring.touched(nowNanos: now)
         if let status = try? consumer.status() {
@@ -373,28 +343,8 @@ final class RingTracker {
         }
         tracked.insert(ring)
         ring.liveness.attached(nowNanos: now)
-        marks.attachNanos = now
-        marks.ringsChanged = true
+        changes.attached(nowNanos: now)
         ringLog("ring \(name) taken up again: a process opened its file")
-    }
-
-    /// The series of the bot ring `name` writes, made when its first ring comes.
-    private func botSeries(writtenBy name: String) -> BotSeries {
-        let bot = WorkerRing.botName(ofRing: name)
-        if let series = bots[bot] {
-            if WorkerRing(name) != nil { series.keepsHistograms = true }
-            return series
-        }
-        let series = BotSeries(
-            name: bot,
-            aggregator: makeAggregator(bot))
-        hold.state.botCame(bot)
-        series.aggregator.seed(hold.state.foldedTotals(for: bot))
-        let kept = hold.state.histograms(for: bot)
-        series.aggregator.seedHistograms(kept)
-        series.keepsHistograms = WorkerRing(name) != nil || !kept.isEmpty
-        bots[bot] = series
-        return series
     }
 
     /// Stops tracking a ring whose file is gone, replaced or unreadable: its source leaves its
@@ -410,40 +360,17 @@ final class RingTracker {
         ring.aggregator.removeSource(ring.source)
         ring.bot.rings -= 1
         ring.bot.changedSincePublish = true
-        if ring.bot.rings == 0, bots[ring.bot.name] === ring.bot {
-            if ring.bot.keepsHistograms { hold.state.keepHistograms(ring.bot.aggregator.allTimeHistograms, for: ring.bot.name) }
-            bots[ring.bot.name] = nil
-            hold.state.botWent(ring.bot.name)
-        }
+        roster.letGo(ring.bot)
     }
 
     /// Saves the state with the all-time histograms of the bots with workers, and lets go of the
     /// ring directory's lock (the collector stops), for its next run.
     func closeState() {
-        hold.state.close(histograms: bots.filter { $0.value.keepsHistograms }.mapValues(\.aggregator.allTimeHistograms))
+        claim.state.close(histograms: roster.keptHistograms)
     }
 
     /// What the state went through (nil while it is not kept).
-    var stateStats: CollectorStateStats? { hold.state.stats }
-
-    /// Whether this collector may attach the directory's rings: its state is open (the
-    /// directory's lock taken), or cannot be (a directory unsafe for it: the rings are collected,
-    /// the workers' files kept). Not while another collector holds the directory: said once.
-    private func mayCollect(nowNanos now: UInt64) -> Bool {
-        // Open, or looked at less than a second ago (a directory unsafe for a state stays so).
-        if hold.state.isOpen || now &- hold.triedNanos < 1_000_000_000 { return hold.heldBy == nil }
-        hold.triedNanos = now
-        do {
-            try hold.state.open()
-            if hold.heldBy != nil { log("ring directory \(options.directory.path) is free again; collecting it") }
-            hold.heldBy = nil
-            return true
-        } catch {
-            if hold.heldBy != "\(error)" { log("ring directory \(options.directory.path): \(error); waiting for it", level: .error) }
-            hold.heldBy = "\(error)"
-            return false
-        }
-    }
+    var stateStats: CollectorStateStats? { claim.state.stats }
 
     /// Lets go of every ring (the collector stops): records not yet drained stay in their rings.
     func releaseAll() {

@@ -27,19 +27,19 @@ final class TrackedRing {
     /// What its drains cost lately and how many of its records were invalid.
     var account = DrainAccount()
     /// What the log said last about it.
-    var said = LogMarks()
+    var logged = LastLogged()
     /// Records drained, ever.
     var drained: UInt64 = 0
-    /// The publisher's marks (`SnapshotPublisher.swift`): records drained since its last publish.
-    var published = PublishMarks()
-    /// The tracker's look at its cells (`RingTracker+Draining.swift`): when they were last sampled.
-    var cellLook = CellLook()
+    /// Its records drained when it was last shown in a snapshot (`RingTracker+Showing.swift`).
+    var drainedAtPublish = DrainedAtPublish()
+    /// When its cells were last sampled (`RingTracker+Showing.swift`).
+    var cellSampling = CellSampling()
 
     /// Whether a counter moved since its cells were last sampled (its lanes' `cell_writes`, seen
     /// by the drain scheduler's lane watch).
-    var cellsMoved: Bool { schedule.cellMoves != cellLook.movesSampled }
+    var cellsMoved: Bool { schedule.cellMoves != cellSampling.movesSampled }
     /// Records drained since the last publish.
-    var drainedSincePublish: UInt64 { drained &- published.drained }
+    var drainedSincePublish: UInt64 { drained &- drainedAtPublish.count }
 
     /// Its place in the lane watch (`DrainScheduler`): the lanes the watch holds of it, its index
     /// there, and whether `observe` found more lanes in the file.
@@ -56,22 +56,60 @@ final class TrackedRing {
 
     /// Until when its records are not read (0: they are), why, and how many times it was.
     struct Quarantine {
-        var untilNanos: UInt64 = 0
-        var reason: String?
-        var count: UInt64 = 0
+        private(set) var untilNanos: UInt64 = 0
+        private(set) var reason: String?
+        private(set) var count: UInt64 = 0
+
+        var isOn: Bool { untilNanos != 0 }
+
+        mutating func begin(untilNanos: UInt64, reason: String) {
+            self.untilNanos = untilNanos
+            self.reason = reason
+            count += 1
+        }
+
+        /// Ends it if its time is up at `now`; returns whether it ended.
+        mutating func end(ifOverAt now: UInt64) -> Bool {
+            guard now >= untilNanos else { return false }
+            untilNanos = 0
+            reason = nil
+            return true
+        }
     }
 
-    /// The figures last logged, so each log line says what is new.
-    struct LogMarks {
-        var dropped: UInt64 = 0
-        var unlanedDropped: UInt64 = 0
-        var droppedNanos: UInt64 = 0
-        var rejected: UInt64 = 0
-        var rejectedNanos: UInt64 = 0
+    /// What the log last said of it, so each log line says what is new and comes at most every
+    /// `DrainTiming.dropLogIntervalNanos`.
+    struct LastLogged {
+        private var dropped: UInt64 = 0
+        private var unlanedDropped: UInt64 = 0
+        private var droppedNanos: UInt64 = 0
+        private var rejected: UInt64 = 0
+        private var rejectedNanos: UInt64 = 0
         /// Whether the log said that a series cap refused some of its metrics.
         var seriesRefused = false
         /// Why it was skipped the last time (discovery took it up again since): said once.
         var skipped: String?
+
+        /// Whether drops beyond those said are due to be said at `now`.
+        func dropsDue(_ status: RingStatus, nowNanos now: UInt64) -> Bool {
+            status.dropped > dropped && now &- droppedNanos >= DrainTiming.dropLogIntervalNanos
+        }
+
+        /// The drops since those last said, all and by threads without a lane, now said.
+        mutating func sayingDrops(_ status: RingStatus, nowNanos now: UInt64) -> (total: UInt64, unlaned: UInt64) {
+            let total = status.dropped &- min(status.dropped, dropped)
+            let unlaned = min(total, status.unlanedDropped &- min(status.unlanedDropped, unlanedDropped))
+            (dropped, unlanedDropped) = (status.dropped, status.unlanedDropped)
+            if total > 0 { droppedNanos = now }
+            return (total, unlaned)
+        }
+
+        /// The records rejected since those last said, if they are due to be said at `now` (then said).
+        mutating func sayingRejected(_ total: UInt64, nowNanos now: UInt64) -> UInt64? {
+            guard total > rejected, now &- rejectedNanos >= DrainTiming.dropLogIntervalNanos else { return nil }
+            defer { (rejected, rejectedNanos) = (total, now) }
+            return total - rejected
+        }
     }
 
     /// A ring of `bot`: a new source of its series.

@@ -63,14 +63,3 @@ struct HeapTrim {
         if now &- lastLetGoNanos >= Self.intervalNanos { settled = true }
     }
 }
-
-/// What the publisher said in the log, so it says each thing once: the series that reached a
-/// ceiling (bot, metric, labels), and each series's operator switches as last said, by series
-/// id (none: as registered).
-struct SaidInLog {
-    var saturated: Set<[String]> = []
-    var controls: [UInt64: UInt32] = [:]
-
-    /// The switches last said of series `id` (0, as registered, when none was said).
-    func control(of id: UInt64) -> UInt32 { controls.isEmpty ? 0 : controls[id] ?? 0 }
-}

@@ -3,10 +3,10 @@ import Testing
 @testable import RingsideCollector
 
 @Suite("The pace of looks at idle rings' cells: once a second, spaced to a tenth of the drain thread beyond")
-struct CellLookPaceTests {
+struct CellSamplingPaceTests {
     @Test("once a second while a look at every ring is cheap, and ten times what it costs beyond")
     func intervalFollowsCost() {
-        var pace = CellLookPace()
+        var pace = CellSamplingPace()
         #expect(pace.intervalNanos(metrics: 1_000_000) == DrainTiming.livenessIntervalNanos, "nothing measured yet")
         pace.note(nanos: 4_000_000, metrics: 4_000)  // a microsecond a metric
         #expect(pace.nanosPerMetric == 1_000)
@@ -17,7 +17,7 @@ struct CellLookPaceTests {
 
     @Test("a look's cost is smoothed: one slow look moves it a fifth of the way; a ring of no metrics is not counted")
     func costSmoothed() {
-        var pace = CellLookPace()
+        var pace = CellSamplingPace()
         pace.note(nanos: 1_000, metrics: 1)
         pace.note(nanos: 6_000, metrics: 1)
         #expect(pace.nanosPerMetric == 2_000)

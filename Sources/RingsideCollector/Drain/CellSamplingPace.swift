@@ -1,4 +1,4 @@
-/// How often the cells of rings that show no sign of change are looked at.
+/// How often the cells of rings that show no sign of change are sampled.
 ///
 /// A record drained or a counter's `cell_writes` moving has a ring's cells looked at at once;
 /// what moves no such word (an increment by a thread without a lane, a value clamped, an
@@ -6,7 +6,7 @@
 /// once a second while that costs at most a tenth of the drain thread, less often beyond, so
 /// that a million idle series (about a microsecond each to look at) do not keep it busy. Nothing
 /// is lost meanwhile: the cells keep their totals, only when they are seen moves.
-struct CellLookPace {
+struct CellSamplingPace {
     /// Nanoseconds a metric's cells took to look at, smoothed over the last looks.
     private(set) var nanosPerMetric = 0.0
     /// The share of the drain thread idle looks may take.
