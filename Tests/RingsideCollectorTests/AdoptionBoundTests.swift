@@ -13,8 +13,7 @@ struct AdoptionBoundTests {
         try withRingDirectory { directory in
             let attached = try (0..<bots).map { try Bot.attach("found-\($0)", directory: directory.path) }
             for bot in attached { try bot.histogram("fill").record(1) }
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.adoptionNanos = adoptionNanos
             let log = CapturedLog().log
             let handoff = DiscoveryHandoff(wakeDrain: {}, wakeDiscovery: {})

@@ -105,8 +105,7 @@ struct CollectorStateBoundTests {
     )
     func foldsWithinBound() throws {
         try withRingDirectory { directory in
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.stateMaxBytes = 1 << 20
             try #require(FileManager.default.createFile(atPath: directory.filePath(for: "gone"), contents: Data()))
             let identity = try #require(directory.fileIdentity(of: "gone"))
@@ -280,8 +279,7 @@ struct CollectorStateBoundTests {
             #expect(StateSnapshotWriter.frameBytes + planted.totalsBytes == bytes)
             let path = directory.path + "/" + StateFiles.primaryName
             #expect(try write(planted, limit: 1 << 20, to: path).fits)
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.stateMaxBytes = 1 << 20
             /// Steps a collector of `options` until its worker files are gone or 12 s passed; its last snapshot.
             func run(_ captured: CapturedLog, _ body: (Collector) throws -> Void = { _ in }) throws -> Snapshot {

@@ -214,8 +214,7 @@ struct CollectorTests {
     @Test("series past a cap are refused, counted, exported and logged once per ring; the rest are served")
     func seriesCaps() throws {
         try withRingDirectory { directory in
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.maxSeries = 5
             options.maxSeriesPerRing = 3
             let captured = CapturedLog()
@@ -478,8 +477,7 @@ struct CollectorTests {
             for value in 1...400 { latency.record(UInt64(value)) }
             let other = try Bot.attach("other", directory: directory.path, options: .init(laneCapacity: 16))
             try other.counter("ignored").increment()
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.rings = ["wanted"]
             let snapshot = pass(try Collector(options: options, log: CapturedLog().log))
             #expect(snapshot.rings.map(\.name) == ["wanted"])

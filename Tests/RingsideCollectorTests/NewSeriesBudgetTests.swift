@@ -20,8 +20,7 @@ struct NewSeriesBudgetTests {
                     try bot.histogram("fill", labels: ["symbol": "S\(symbol)"]).record(UInt64(number * 100 + symbol + 1))
                 }
             }
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.newSeriesNanos = 0
             let collector = try Collector(options: options, log: CapturedLog().log)
             var now = rs_clock_precise_ns()
@@ -83,8 +82,7 @@ struct NewSeriesBudgetTests {
             }
             // Series registered and never recorded: their windows stay empty, so they show the same.
             for bot in bots { for n in 0..<2 { _ = try bot.histogram("held", labels: ["n": "\(n)"]) } }
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.newSeriesNanos = 0
             let collector = try Collector(options: options, log: CapturedLog().log)
             var now = rs_clock_precise_ns()

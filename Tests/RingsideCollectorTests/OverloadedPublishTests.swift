@@ -14,8 +14,7 @@ struct OverloadedPublishTests {
         try withRingDirectory { directory in
             let bot = try Bot.attach("flood", directory: directory.path, options: .init(laneCapacity: 32_768))
             let fill = try bot.histogram("fill")
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             let collector = try Collector(options: options, log: CapturedLog().log)
             var now = rs_clock_precise_ns()
             for _ in 0..<1_000 where collector.snapshot.generation == 0 { collector.runPass(nowNanos: now) }

@@ -229,8 +229,7 @@ struct RecorderCollectorTests {
             let latency = try bot.histogram("latency", unit: .nanoseconds)
             for value in 1...100 { latency.record(UInt64(value)) }
             latency.record(500, exemplar: try Bot.Exemplar("order_id", "A17"))
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.recorderNanos = 60 * second
             let collector = try Collector(options: options, log: CapturedLog().log)
             let snapshot = pass(collector)
@@ -262,8 +261,7 @@ struct RecorderCollectorTests {
     func registryReadAfterTheBatch() throws {
         try withBot("late", options: .init(laneCapacity: 4_096)) { directory, bot in
             _ = bot.currentThreadLane  // its lane held already: the collector's first pass adopts it
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.recorderNanos = 60 * second
             let collector = try Collector(options: options, log: CapturedLog().log)
             #expect(pass(collector).series.isEmpty, "attached, nothing registered yet")
@@ -285,8 +283,7 @@ struct RecorderCollectorTests {
     func offKeepsNothing() throws {
         try withBot("off", options: .init(laneCapacity: 1_024)) { directory, bot in
             try bot.histogram("latency").record(5)
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.recorderNanos = 0
             let collector = try Collector(options: options, log: CapturedLog().log)
             let snapshot = pass(collector)

@@ -13,8 +13,7 @@ struct SeriesUsageTallyTests {
     @Test("--max-series holds exactly with 61 bots adopted in a pass, and for a bot that comes later")
     func capHoldsAcrossManyBots() throws {
         try withRingDirectory { directory in
-            var options = CollectorOptions()
-            options.directory = directory
+            var options = CollectorOptions(directory: directory)
             options.maxSeries = 100
             let collector = try Collector(options: options, log: CapturedLog().log)
             // 60 bots of 3 series in a child (a process holds at most 64 bots, and tests beside

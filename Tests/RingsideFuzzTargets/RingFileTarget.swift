@@ -3,6 +3,7 @@ import Foundation
 import Ringside
 import RingsideCollector
 import RingsideExport
+import RingsideTestSupport
 
 /// The ring file: the input is a whole bot file (or a worker's), written into the scratch ring
 /// directory and read by every reader of the collector and the tools: the inspector (status,
@@ -107,8 +108,7 @@ enum RingFileTarget {
     private static func collect(
         _ ring: String, _ bytes: [UInt8], directory: RingDirectory, verdict: Result<RingStatus, RingError>, finding: (String) -> Never
     ) {
-        var options = CollectorOptions()
-        options.directory = directory
+        var options = CollectorOptions(directory: directory)
         options.threadSampleIntervalNanos = 0
         let collector: Collector
         do { collector = try Collector(options: options, log: CollectorLog { _ in }) } catch {

@@ -428,14 +428,21 @@ package func startCollector(
     return (collector, port)
 }
 
+extension CollectorOptions {
+    /// The defaults, over `directory`: what a test's collector starts from.
+    package init(directory: RingDirectory) {
+        self.init()
+        self.directory = directory
+    }
+}
+
 /// A collector over `directory` with the given SLO rules, windows and poll interval (the
 /// options' defaults where nil), logging into `captured`; not started.
 package func makeCollector(
     _ directory: RingDirectory, slo: [String] = [], windows: [UInt64]? = nil, pollNanos: UInt64? = nil,
     captured: CapturedLog
 ) throws -> Collector {
-    var options = CollectorOptions()
-    options.directory = directory
+    var options = CollectorOptions(directory: directory)
     options.sloRules = try slo.map { try SLORule(parsing: $0) }
     if let windows { options.windowNanos = windows }
     if let pollNanos { options.pollNanos = pollNanos }
