@@ -77,10 +77,9 @@ private final class HostileLane: @unchecked Sendable {
 /// second; lines about rings are rate-limited.
 @Suite("Quarantine evasions: hostile rings beside an honest one", .serialized)
 struct QuarantineEvasionTests {
-    enum Attack: String, CustomStringConvertible, CaseIterable {
+    enum Attack: String, TestArgument {
         case oneValidInEight = "one valid record in eight"
         case pushes4095 = "4,095 invalid records at a time"
-        var description: String { rawValue }
     }
 
     @Test(

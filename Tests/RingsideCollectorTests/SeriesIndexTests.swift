@@ -11,9 +11,8 @@ import Testing
 @Suite("SeriesIndex: a bot's series found by their name and labels' hash, and by the strings when hashes collide")
 struct SeriesIndexTests {
     /// The index's hash: the real one, or one that gives every series the same hash.
-    enum Hashing: String, CaseIterable, CustomStringConvertible {
+    enum Hashing: String, TestArgument {
         case real, colliding
-        var description: String { rawValue }
     }
 
     @Test(

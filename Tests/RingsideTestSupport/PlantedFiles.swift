@@ -6,7 +6,7 @@ import Glibc
 
 /// What another user may leave at a bot's name in a shared directory (/dev/shm is everyone's):
 /// files a producer must never open as a bot file, nor wait on.
-package enum PlantedFile: String, CaseIterable, Sendable, CustomStringConvertible {
+package enum PlantedFile: String, TestArgument, Sendable {
     /// A FIFO: an open for reading alone waits for a writer, unless it does not wait (`O_NONBLOCK`).
     case fifo
     /// A character device, 1:3 (what /dev/null is).
@@ -24,8 +24,6 @@ package enum PlantedFile: String, CaseIterable, Sendable, CustomStringConvertibl
         case .socket: return "a socket"
         }
     }
-
-    package var description: String { rawValue }
 
     /// The user that plants it: nobody.
     package static let owner: uid_t = 65534

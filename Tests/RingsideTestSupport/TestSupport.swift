@@ -24,6 +24,14 @@ package func withRingDirectory<Result>(_ body: (RingDirectory) async throws -> R
     return try await body(directory.ringDirectory)
 }
 
+/// A parameterized test's argument, one of a few cases, shown in the test's name by its words
+/// (its raw value) rather than by its case's name.
+package protocol TestArgument: RawRepresentable<String>, CaseIterable, CustomStringConvertible {}
+
+extension TestArgument {
+    package var description: String { rawValue }
+}
+
 /// A fresh directory `/dev/shm/ringside-test.XXXXXX`.
 package struct TemporaryRingDirectory {
     private let directory: TemporaryDirectory
