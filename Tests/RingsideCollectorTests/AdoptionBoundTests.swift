@@ -24,7 +24,7 @@ struct AdoptionBoundTests {
             defer { tracker.closeState() }
             for bot in attached {
                 handoff.post(
-                    found: [DiscoveryHandoff.FoundRing(consumer: try RingConsumer(bot.name, directory: directory), saidProblem: nil)])
+                    found: [DiscoveryHandoff.FoundRing(consumer: try RingConsumer(bot.name, directory: directory), loggedProblem: nil)])
             }
             var held: [Int] = []
             for _ in 0..<passes {

@@ -13,8 +13,8 @@ final class DiscoveryHandoff: Sendable {
     /// handed over whole and never touched by discovery again.
     struct FoundRing: @unchecked Sendable {
         let consumer: RingConsumer
-        /// Why the drain skipped it the last time, if it did (the log says it once).
-        let saidProblem: String?
+        /// Why the drain skipped it the last time, if it did: what the log said of it (it says it once).
+        let loggedProblem: String?
         /// Found by the collector's first listing (or while it ran): its bot is not shown until
         /// the drain takes it (see `heldAtStart`).
         var holdsAtStart = false

@@ -29,16 +29,16 @@ extension RingDiscovery {
         var lastNanos: UInt64 = 0
     }
 
-    /// Rings found that wait for a descriptor, and whether the log said so.
+    /// Rings found that wait for a descriptor, and whether the log said so (`logged`).
     struct DescriptorWait {
         var names: Set<String> = []
-        var said = false
+        var logged = false
     }
 
-    /// Names to look at: those events named, and those of the last listing, in turn; whether
-    /// events are left to read; and names to look at again at a time (a refusal that depends on
-    /// something besides the file).
-    struct NamesToLook {
+    /// Names waiting to be looked at (`lstat`, then opened): those events named, and those of the
+    /// last listing, in turn; whether events are left to read; and names to look at again at a
+    /// time (a refusal that depends on something besides the file).
+    struct PendingNames {
         var urgent = NameQueue()
         var listed = NameQueue()
         var eventsLeft = false
@@ -48,12 +48,12 @@ extension RingDiscovery {
     /// The listing under way (the directory read a step at a time, and the names it found);
     /// whether it looks again at files refused before (not when it is the watched directory's
     /// fallback, as any change to them has an event of its own); when the last began, and
-    /// whether one is due at once.
+    /// whether one was asked for at once (`requested`: events lost, or discovery behind them).
     struct Listing {
         var underWay: (stream: System.DirectoryStream, seen: Set<String>)?
         var looksAtRefused = true
         var lastNanos: UInt64 = 0
-        var due = true
+        var requested = true
         /// Listings begun, ever.
         var rescans: UInt64 = 0
         /// What is wrong with the directory, said once (and once when it is right again).

@@ -8,15 +8,15 @@ extension RingDiscovery {
     /// and every name found was looked at (while a listing goes on, the names it has yet to hand
     /// may wait too: said before, a listing of many rings said both twice).
     func sayWaiting() {
-        if !descriptorWait.names.isEmpty, !descriptorWait.said {
+        if !descriptorWait.names.isEmpty, !descriptorWait.logged {
             log(
                 "cannot attach \(descriptorWait.names.count) rings: \(handoff.descriptorsInUse) are open, and the rest of this process's "
                     + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as "
                     + "skipped and counted in ringside_collector_rings_waiting", level: .warn)
-            descriptorWait.said = true
-        } else if descriptorWait.names.isEmpty, descriptorWait.said, hasLookedAtEveryName {
+            descriptorWait.logged = true
+        } else if descriptorWait.names.isEmpty, descriptorWait.logged, hasLookedAtEveryName {
             log("every ring found is attached again")
-            descriptorWait.said = false
+            descriptorWait.logged = false
         }
     }
 

@@ -52,8 +52,8 @@ final class RingDiscovery: @unchecked Sendable {
     private var being = BeingMade()
     /// Rings found that wait for a descriptor.
     var descriptorWait = DescriptorWait()
-    /// Names to look at.
-    private var toLook = NamesToLook()
+    /// Names waiting to be looked at.
+    private var pending = PendingNames()
     /// The directory's listings.
     var scan = Listing()
     /// The skipped rings shown (see `RingDiscovery+Shown`).
@@ -130,7 +130,7 @@ final class RingDiscovery: @unchecked Sendable {
     var isRunning: Bool { loop.isRunning }
 
     /// Whether every name found has been looked at: no listing under way, none queued.
-    var hasLookedAtEveryName: Bool { scan.underWay == nil && toLook.urgent.isEmpty && toLook.listed.isEmpty }
+    var hasLookedAtEveryName: Bool { scan.underWay == nil && pending.urgent.isEmpty && pending.listed.isEmpty }
 
     /// How long its thread may sleep: until the next listing, the next look at a file being
     /// made, or a refusal's retry, whichever comes first (an event or a signal wakes it sooner).
@@ -138,7 +138,7 @@ final class RingDiscovery: @unchecked Sendable {
         func until(_ time: UInt64) -> UInt64 { time > now ? time - now : 0 }
         var sleep = until(scan.lastNanos &+ listingInterval)
         if !being.queue.isEmpty { sleep = min(sleep, until(being.lastNanos &+ Self.beingMadeRetryNanos)) }
-        for time in toLook.timed.values { sleep = min(sleep, until(time)) }
+        for time in pending.timed.values { sleep = min(sleep, until(time)) }
         if skippedShown.stale { sleep = min(sleep, until(skippedShown.lastNanos &+ showSpacingNanos)) }
         return sleep
     }
@@ -153,21 +153,21 @@ final class RingDiscovery: @unchecked Sendable {
     @discardableResult
     func round(nowNanos now: UInt64, whole: Bool) -> Bool {
         takeLetGo(nowNanos: now)
-        if scan.due || now &- scan.lastNanos >= listingInterval { startListing(nowNanos: now) }
+        if scan.requested || now &- scan.lastNanos >= listingInterval { startListing(nowNanos: now) }
         readEvents(whole: whole)
         continueListing(entries: whole ? .max : Self.entriesPerRound)
-        for (name, time) in toLook.timed where time <= now {
-            toLook.timed[name] = nil
-            toLook.urgent.push(name)
+        for (name, time) in pending.timed where time <= now {
+            pending.timed[name] = nil
+            pending.urgent.push(name)
         }
         if !descriptorWait.names.isEmpty, handoff.descriptorsInUse < takes.ringLimit {  // descriptors came free
-            for name in descriptorWait.names { toLook.urgent.push(name) }
+            for name in descriptorWait.names { pending.urgent.push(name) }
         }
         if !being.queue.isEmpty, whole || now &- being.lastNanos >= Self.beingMadeRetryNanos {
             being.lastNanos = now
             var count = 0
             while whole || count < Self.beingMadePerRound, let name = being.queue.pop() {
-                toLook.urgent.push(name)
+                pending.urgent.push(name)
                 count += 1
             }
         }
@@ -175,8 +175,8 @@ final class RingDiscovery: @unchecked Sendable {
         // listing's names (a bot among them) waiting, nor a long listing a new bot's event.
         let deadline = whole ? UInt64.max : rs_clock_precise_ns() &+ Self.roundNanos
         var looked = 0
-        while let name = looked % 2 == 0 ? toLook.urgent.pop() ?? toLook.listed.pop() : toLook.listed.pop() ?? toLook.urgent.pop() {
-            lookNoting(name, nowNanos: now)
+        while let name = looked % 2 == 0 ? pending.urgent.pop() ?? pending.listed.pop() : pending.listed.pop() ?? pending.urgent.pop() {
+            lookAtNotingStart(name, nowNanos: now)
             looked += 1
             if rs_clock_precise_ns() >= deadline { break }
         }
@@ -184,7 +184,7 @@ final class RingDiscovery: @unchecked Sendable {
         publish(nowNanos: now, now: whole)
         handoff.post(found: handed.opened, start: takeStartChange())
         handed.opened.removeAll()
-        return toLook.eventsLeft || scan.underWay != nil || !toLook.urgent.isEmpty || !toLook.listed.isEmpty
+        return pending.eventsLeft || scan.underWay != nil || !pending.urgent.isEmpty || !pending.listed.isEmpty
     }
 
     /// Takes back the names of the rings the drain let go of: one it could not read is refused
@@ -196,13 +196,13 @@ final class RingDiscovery: @unchecked Sendable {
             if let identity = letGo.identity, let holding = handed.held[name], holding != identity { continue }
             handed.held[name] = nil
             guard let problem = letGo.problem else {
-                toLook.urgent.push(name)
+                pending.urgent.push(name)
                 continue
             }
             // The drain said it in the log already.
             let state = (try? System.lstat(options.directory.filePath(for: name))).map(FileVersion.init)
             refused[name] = RefusedFile(state: state, problem: problem, quiet: false, retryAtNanos: now &+ letGo.retryNanos)
-            toLook.timed[name] = now &+ letGo.retryNanos
+            pending.timed[name] = now &+ letGo.retryNanos
             skippedShown.stale = true
         }
     }
@@ -210,9 +210,9 @@ final class RingDiscovery: @unchecked Sendable {
     /// Begins a listing of the directory (or of the rings `--ring` names; one under way begins
     /// again). Says when the directory is missing or unreadable, and watches it when it is not.
     private func startListing(nowNanos now: UInt64) {
-        scan.looksAtRefused = scan.due || !watch.isWatching
+        scan.looksAtRefused = scan.requested || !watch.isWatching
         scan.lastNanos = now
-        scan.due = false
+        scan.requested = false
         scan.rescans += 1
         let directory = options.directory
         let problem = directory.accessProblem()
@@ -229,7 +229,7 @@ final class RingDiscovery: @unchecked Sendable {
         scan.underWay = nil
         guard takes.named.isEmpty else {
             for name in options.rings {
-                toLook.listed.push(name)
+                pending.listed.push(name)
                 if handed.held[name] == nil { scan.start?.found(name) }
             }
             finishListing(seen: takes.named)
@@ -266,7 +266,7 @@ final class RingDiscovery: @unchecked Sendable {
                 if handed.held[name] == nil { scan.start?.found(name) }
             }
         }
-        for name in found.sorted() { toLook.listed.push(name) }
+        for name in found.sorted() { pending.listed.push(name) }
         if ended { finishListing(seen: seen) } else { scan.underWay = (stream, seen) }
     }
 
@@ -293,32 +293,32 @@ final class RingDiscovery: @unchecked Sendable {
             let name = String(decoding: bytes, as: UTF8.self)
             guard takes.named.isEmpty ? (try? RingDirectory.validate(ringName: name)) != nil : takes.named.contains(name) else { return }
             if handed.held[name] != nil {
-                if mask & comeOrGone != 0 { toLook.urgent.push(name) }  // else the drain's own watch sees it written
+                if mask & comeOrGone != 0 { pending.urgent.push(name) }  // else the drain's own watch sees it written
                 return
             }
             guard mask & gone == 0 || takes.named.contains(name) else {
                 // Gone: nothing to look at (a file made under the name since has an event of its own).
-                toLook.urgent.remove(name)
+                pending.urgent.remove(name)
                 forget(name)
                 return
             }
-            toLook.urgent.push(name)
+            pending.urgent.push(name)
         }
-        if outcome.overflowed || outcome.watchLost { scan.due = true }
-        if toLook.urgent.count > Self.behindLimit {
-            toLook.urgent.removeAll()
-            scan.due = true
+        if outcome.overflowed || outcome.watchLost { scan.requested = true }
+        if pending.urgent.count > Self.behindLimit {
+            pending.urgent.removeAll()
+            scan.requested = true
         }
-        toLook.eventsLeft = outcome.more
+        pending.eventsLeft = outcome.more
     }
 
     // MARK: - Looking at one name
 
-    /// Looks at `name` (`look`), noting it for the first listing's bots (see
+    /// Looks at `name` (`look(at:)`), noting it for the first listing's bots (see
     /// `DiscoveryHandoff.heldAtStart`): a ring it opens holds its bot until the drain takes it
     /// when the listing found it or is still under way; a name the listing found and that is not
     /// opened now is settled.
-    private func lookNoting(_ name: String, nowNanos now: UInt64) {
+    private func lookAtNotingStart(_ name: String, nowNanos now: UInt64) {
         guard scan.start != nil else { return look(at: name, nowNanos: now) }
         let listed = scan.start?.names.remove(name) != nil
         let opened = handed.opened.count
@@ -383,10 +383,10 @@ final class RingDiscovery: @unchecked Sendable {
             let consumer = try RingConsumer(
                 name, directory: options.directory, allowedOwners: takes.allowedOwners, readsWeights: true,
                 drainIntervalNanos: DrainTiming.passBudgetNanos)
-            let said = refused[name]?.problem
+            let loggedProblem = refused[name]?.problem
             forget(name)
             handed.held[name] = consumer.identity
-            handed.opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, saidProblem: said))
+            handed.opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, loggedProblem: loggedProblem))
         } catch {
             refuse(name, error, state: state, nowNanos: now)
         }
@@ -398,7 +398,7 @@ final class RingDiscovery: @unchecked Sendable {
         if case .consumerAlive(_, let pid) = error, pid == getpid() {
             // This collector's own consumer of the file, let go by the drain a moment ago and not
             // closed yet: not a problem to show (what the drain said stays), only a retry.
-            toLook.timed[name] = now &+ Self.retryNanos
+            pending.timed[name] = now &+ Self.retryNanos
             return
         }
         var quiet = false
@@ -436,7 +436,7 @@ final class RingDiscovery: @unchecked Sendable {
         }
         if descriptorWait.names.remove(name) != nil { skippedShown.stale = true }
         refused[name] = refusal
-        if retryAt != 0 { toLook.timed[name] = retryAt }
+        if retryAt != 0 { pending.timed[name] = retryAt }
     }
 
     /// Whether a file's status changed within `newFileNanos` of now (CLOCK_REALTIME, as file times are).
@@ -449,7 +449,7 @@ final class RingDiscovery: @unchecked Sendable {
     private func forget(_ name: String) {
         if let known = refused.removeValue(forKey: name), !known.quiet { skippedShown.stale = true }
         being.since[name] = nil
-        toLook.timed[name] = nil
+        pending.timed[name] = nil
         if descriptorWait.names.remove(name) != nil { skippedShown.stale = true }
     }
 

@@ -163,7 +163,7 @@ final class RingTracker {
         }
         do {
             let ring = TrackedRing(consumer: consumer, bot: roster.series(writtenBy: name))
-            ring.logged.skipped = found.saidProblem
+            ring.logged.skipped = found.loggedProblem
             ring.aggregator.addMetrics(of: consumer, source: ring.source) { roster.allowance(for: ring.bot, holding: $0) }
             sayRefusedSeries(of: ring)
             let status = try consumer.status()
