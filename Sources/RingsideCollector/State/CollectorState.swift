@@ -76,9 +76,9 @@ final class CollectorState {
     /// Something changed this run that the last snapshot, at the stop, must keep.
     private var changed = false
     private var closed = false
-    /// What was said last about the directory and the journal, so each is said once.
-    private var saidOpen: String?
-    private var saidJournal: String?
+    /// What the log last said of the directory and of the journal, so each problem is logged once.
+    private var lastLoggedOpenProblem: String?
+    private var lastLoggedJournalProblem: String?
     private let encoder = JSONEncoder()
 
     /// Opens the state in `options.directory`: takes its lock and reads its files. A directory
@@ -110,11 +110,11 @@ final class CollectorState {
         let directory: LogDirectory
         do { directory = try LogDirectory(path: ringDirectory.path) } catch {
             let problem = "\(error)"
-            if problem != saidOpen {
+            if problem != lastLoggedOpenProblem {
                 log(
                     "cannot keep the totals of workers that are gone across restarts: \(problem); the files of workers that are "
                         + "gone are kept meanwhile, their totals in them", level: .warn)
-                saidOpen = problem
+                lastLoggedOpenProblem = problem
             }
             return false
         }
@@ -237,19 +237,19 @@ final class CollectorState {
         } catch {
             let problem = "\(error)"
             saver.noteJournal(failure: problem)
-            if problem != saidJournal {
+            if problem != lastLoggedJournalProblem {
                 log(
                     "cannot write the fold of worker \(worker) in the collector's state: \(problem); its file is kept, its totals in it, "
                         + "and folded once a fold can be written (counted in ringside_collector_state_save_failures_total)",
                     level: .error)
-                saidJournal = problem
+                lastLoggedJournalProblem = problem
             }
             return false
         }
-        if saidJournal != nil {
+        if lastLoggedJournalProblem != nil {
             saver.noteJournal(failure: nil)
             log("the collector's state takes folds again")
-            saidJournal = nil
+            lastLoggedJournalProblem = nil
         }
         return true
     }

@@ -10,8 +10,8 @@ struct StateRoom {
     private(set) var bytes = StateSnapshotWriter.frameBytes
     /// Folds refused for room, since the start (a worker's fold tried again counts again).
     private(set) var refused: UInt64 = 0
-    /// A refusal was said in the log, and no fold that grew the figures was taken since.
-    private(set) var saidFull = false
+    /// A refusal was logged, and no fold that grew the figures was taken since.
+    private(set) var loggedFull = false
 
     init(limit: Int) { self.limit = limit }
 
@@ -25,18 +25,18 @@ struct StateRoom {
     var isOver: Bool { bytes > limit }
 
     /// The figures grew by `growth` bytes (shrank, when negative). Returns whether the refusals
-    /// said end now (a fold that grew them was taken).
+    /// logged end now (a fold that grew them was taken).
     mutating func grew(by growth: Int) -> Bool {
         bytes += growth
-        guard saidFull, growth > 0 else { return false }
-        saidFull = false
+        guard loggedFull, growth > 0 else { return false }
+        loggedFull = false
         return true
     }
 
-    /// A fold was refused for room; returns whether to say so (the first since folds fit).
+    /// A fold was refused for room; returns whether to log it (the first since folds fit).
     mutating func refuse() -> Bool {
         refused += 1
-        defer { saidFull = true }
-        return !saidFull
+        defer { loggedFull = true }
+        return !loggedFull
     }
 }

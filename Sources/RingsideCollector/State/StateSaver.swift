@@ -66,11 +66,12 @@ final class StateSaver: @unchecked Sendable {
         var retryAtNanos: UInt64 = 0
         /// When bots were last looked at for expiry (a snapshot looks too).
         var expiryCheckedNanos: UInt64 = rs_clock_precise_ns()
-        /// What was said last of a failure, so each is said once until it changes.
-        var saidPrimary: String?
-        var saidFailure: String?
-        /// The all-time histograms the last snapshot said it left out for room.
-        var saidShed = 0
+        /// What the log last said of a failure (to save under the primary name; to save at all),
+        /// so each is logged once until it changes.
+        var lastLoggedPrimaryProblem: String?
+        var lastLoggedFailure: String?
+        /// The all-time histograms the log last said a snapshot left out for room.
+        var lastLoggedShed = 0
     }
 
     private let directory: LogDirectory
@@ -241,8 +242,8 @@ final class StateSaver: @unchecked Sendable {
             work.files[name] = nil
         }
         work.files[saved] = generation
-        if work.saidFailure != nil { log("the collector's state is saved again (\(directory.path(of: saved)))") }
-        work.saidFailure = nil
+        if work.lastLoggedFailure != nil { log("the collector's state is saved again (\(directory.path(of: saved)))") }
+        work.lastLoggedFailure = nil
         sayShed(writer.written)
         shared.withLock { shared in
             shared.expired += expired
@@ -278,19 +279,19 @@ final class StateSaver: @unchecked Sendable {
         do { try directory.replace(alternate, with: temporary) } catch {
             return (nil, "cannot save it as \(directory.path(of: primary)) (\(reason)) nor as \(directory.path(of: alternate)) (\(error))")
         }
-        if work.saidPrimary != reason {
+        if work.lastLoggedPrimaryProblem != reason {
             log(
                 "cannot save the collector's state as \(directory.path(of: primary)): \(reason); saved as "
                     + "\(directory.path(of: alternate)) instead, which the next collector reads (counted in "
                     + "ringside_collector_state_save_failures_total)", level: .warn)
-            work.saidPrimary = reason
+            work.lastLoggedPrimaryProblem = reason
         }
         return (alternate, nil)
     }
 
     /// Says what a snapshot saved left out, when that changed.
     private func sayShed(_ written: StateSnapshotWriter.Written) {
-        guard written.shed != work.saidShed else { return }
+        guard written.shed != work.lastLoggedShed else { return }
         if written.shed == 0 {
             log("the collector's state holds every all-time histogram again")
         } else {
@@ -300,16 +301,16 @@ final class StateSaver: @unchecked Sendable {
                     + "collector restarts (raise --state-max-bytes, or shorten --state-expiry; counted in "
                     + "ringside_collector_state_histograms_shed)", level: .warn)
         }
-        work.saidShed = written.shed
+        work.lastLoggedShed = written.shed
     }
 
     /// Says a snapshot that could not be saved (once per cause), counts it, and returns false.
     private func failed(_ problem: String, expired: [String]) -> Bool {
-        if problem != work.saidFailure {
+        if problem != work.lastLoggedFailure {
             log(
                 "cannot save the collector's state: \(problem); tried again every \(Self.retryNanos / 1_000_000_000) s (the journals "
                     + "keep every fold meanwhile; counted in ringside_collector_state_save_failures_total)", level: .error)
-            work.saidFailure = problem
+            work.lastLoggedFailure = problem
         }
         shared.withLock { shared in
             shared.expired += expired
