@@ -41,7 +41,7 @@ struct SLOJudge {
         }
         return states.indices.map { index in
             let outcome = states[index].evaluate(bots: bots, layout: layout, nowNanos: now)
-            for line in states[index].notes(on: outcome, startSettled: startSettled) { log(line, level: .warn) }
+            for line in states[index].logLines(for: outcome, startSettled: startSettled) { log(line, level: .warn) }
             if let transition = states[index].record(outcome) {
                 log(transition, level: states[index].violated ? .warn : .info)
                 if states[index].violated, states[index].rule.capture, let captureDesk {

@@ -5,7 +5,7 @@ import Ringside
 /// A ratio's or a rate's counters: how much its bad and total counters grew since the collector started,
 /// and checkpoints of that over its period, so that the increase over the period is a
 /// subtraction. A counter that goes back started again (its bot's file was made anew): its new
-/// total is its increase, as Prometheus' `increase` takes it. A series seen at the first look
+/// total is its increase, as Prometheus' `increase` takes it. A series seen at the first take
 /// counts from there (what it held before is not this collector's to judge); one that appears
 /// later counts from zero (a bot or a label that is new since).
 struct CounterIncreases {
@@ -14,10 +14,10 @@ struct CounterIncreases {
 
     let periodNanos: UInt64
     private let stepNanos: UInt64
-    /// Each series' total at the last look.
+    /// Each series' total at the last take, and whether there was one (the first is the baseline).
     private var lastBad: [String: UInt64] = [:]
     private var lastTotal: [String: UInt64] = [:]
-    private var looked = false
+    private var hasBaseline = false
     /// The increases since the collector started (never lower than before).
     private(set) var bad: UInt64 = 0
     private(set) var total: UInt64 = 0
@@ -37,9 +37,9 @@ struct CounterIncreases {
 
     /// Takes the matching series' totals now.
     mutating func take(bad badTotals: [String: UInt64], total allTotals: [String: UInt64], nowNanos now: UInt64) {
-        bad = Self.add(badTotals, last: &lastBad, to: bad, baseline: !looked)
-        total = Self.add(allTotals, last: &lastTotal, to: total, baseline: !looked)
-        looked = true
+        bad = Self.add(badTotals, last: &lastBad, to: bad, baseline: !hasBaseline)
+        total = Self.add(allTotals, last: &lastTotal, to: total, baseline: !hasBaseline)
+        hasBaseline = true
         if history.isEmpty || now >= history[history.count - 1].nanos &+ stepNanos {
             history.append((now, bad, total))
             // Drop what lies before the period's start, keeping the checkpoint at or before it.
@@ -51,7 +51,7 @@ struct CounterIncreases {
         }
     }
 
-    /// The increases over the period (since the first look, until the collector has run that
+    /// The increases over the period (since the first take, until the collector has run that
     /// long), and the time they cover.
     func overPeriod(nowNanos now: UInt64) -> (bad: UInt64, total: UInt64, coveredNanos: UInt64) {
         guard head < history.count else { return (0, 0, 0) }
@@ -75,8 +75,8 @@ struct CounterIncreases {
 /// A gauge SLO's values over its period: the smallest and largest value its gauges held or were
 /// set to, in checkpoints of one step each (the period's 4,096th, at least 1 s), so that the
 /// period's extremes are a fold of at most 4,098 checkpoints, whatever the period and however
-/// many gauges it reads. At each look the publisher gives it what the gauges hold then and the
-/// extremes of the values set since the last look (a window of the series at least that long).
+/// many gauges it reads. At each evaluation the publisher gives it what the gauges hold then and the
+/// extremes of the values set since the last evaluation (a window of the series at least that long).
 struct GaugeExtremes {
     let periodNanos: UInt64
     private let stepNanos: UInt64

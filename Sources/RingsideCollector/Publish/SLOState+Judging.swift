@@ -20,7 +20,7 @@ extension SLOState {
         }
     }
 
-    /// The rule's window of every series of `table` it judges, merged; notes the series and bots matched.
+    /// The rule's window of every series of `table` it judges, merged; counts the series matched and takes their bots.
     private func merge<Slice: WindowedHistogramSlice>(
         _ table: KeyPath<SeriesTables, [BotAggregator.Series<Windowed<Slice>>]>, window: Int, of bots: [BotSeries],
         nowNanos now: UInt64, into outcome: inout Outcome
@@ -58,18 +58,18 @@ extension SLOState {
     }
 
     /// Takes what the gauges it judges hold now and the extremes of the values set since the last
-    /// look, and judges the largest (`max`) or smallest (`min`) of the period: violated while a
+    /// evaluation, and judges the largest (`max`) or smallest (`min`) of the period: violated while a
     /// value held or set in it breaks the bound; no data while none was.
     ///
-    /// The values set since the last look are read from the shortest window at least that long,
+    /// The values set since the last evaluation are read from the shortest window at least that long,
     /// and only from a gauge set since shortly before it (the shortest window's length: a record
     /// drained a little late): a gauge left alone is not read again, so what its window still
     /// holds is not taken again as new, and a value stays in the period a period after it was
     /// taken (to within a checkpoint and the shortest window).
     mutating func judgeGauges(bots: [BotSeries], layout: WindowLayout, nowNanos now: UInt64, into outcome: inout Outcome) {
         guard case let .distribution(_, statistic, _, _) = rule.objective, let first = judged[0] else { return }
-        let window = Self.window(covering: lastLookNanos.map { now &- $0 } ?? rule.windowNanos, in: layout)
-        let setSince = lastLookNanos.map { $0 &- min($0, layout.windowNanos.min() ?? 0) } ?? 0
+        let window = Self.window(covering: lastEvaluatedNanos.map { now &- $0 } ?? rule.windowNanos, in: layout)
+        let setSince = lastEvaluatedNanos.map { $0 &- min($0, layout.windowNanos.min() ?? 0) } ?? 0
         var low = Double.infinity, high = -Double.infinity
         var holding: UInt64 = 0
         for bot in bots {

@@ -11,7 +11,7 @@ import RingsideText
 ///
 /// Judged (`SLOState+Judging`) on the series its selectors match of the kind it judges (the
 /// first judgeable series' decides, `SLOSeriesKind`); the others it names are counted as
-/// unjudged, and said once. No data (a window without events, a period no gauge held a value
+/// unjudged, and logged once. No data (a window without events, a period no gauge held a value
 /// in, a rate's period not yet seen whole, a ratio's without events, or no matching series yet)
 /// is neither met nor violated, and its compliance is none (not 1), until data judges it again.
 struct SLOState {
@@ -42,7 +42,7 @@ struct SLOState {
     }
 
     /// What the log said of the rule, once each.
-    struct Said {
+    struct Logged {
         var noSeries = false
         var matchedSince = false
         var unjudged = false
@@ -58,9 +58,9 @@ struct SLOState {
     var increases: CounterIncreases?
     /// A gauge rule's values over its period.
     var extremes: GaugeExtremes?
-    /// When it last looked: a gauge's values set since are read from a window at least that long.
-    var lastLookNanos: UInt64?
-    private var said = Said()
+    /// When it was last evaluated: a gauge's values set since are read from a window at least that long.
+    var lastEvaluatedNanos: UInt64?
+    private var logged = Logged()
 
     init(rule: SLORule) {
         self.rule = rule
@@ -83,7 +83,7 @@ struct SLOState {
         case .ratio:
             judgeRatio(bots: bots, nowNanos: now, into: &outcome)
         }
-        lastLookNanos = now
+        lastEvaluatedNanos = now
         return outcome
     }
 
@@ -117,21 +117,21 @@ struct SLOState {
         return SLOSeriesKind(first.metric) == SLOSeriesKind(metric)
     }
 
-    /// What to say once of an outcome: the first series it cannot judge; that it matches no
-    /// series yet (once the bots found at the start are shown), and that it does at last.
-    mutating func notes(on outcome: Outcome, startSettled: Bool) -> [String] {
+    /// The lines to log of an outcome, once each: the first series it cannot judge; that it matches
+    /// no series yet (once the bots found at the start are shown), and that it does at last.
+    mutating func logLines(for outcome: Outcome, startSettled: Bool) -> [String] {
         var lines: [String] = []
-        if outcome.unjudgedSeries > 0, !said.unjudged, let problem = outcome.unjudgedProblem {
-            said.unjudged = true
+        if outcome.unjudgedSeries > 0, !logged.unjudged, let problem = outcome.unjudgedProblem {
+            logged.unjudged = true
             lines.append(
                 "SLO \(rule.text) names \(outcome.unjudgedSeries) series it cannot judge: \(problem); "
                     + "they are not judged (ringside_slo_unjudged_series counts them)")
         }
-        if startSettled, outcome.matchingSeries == 0, outcome.unjudgedSeries == 0, !said.noSeries {
-            said.noSeries = true
+        if startSettled, outcome.matchingSeries == 0, outcome.unjudgedSeries == 0, !logged.noSeries {
+            logged.noSeries = true
             lines.append("SLO \(rule.text) matches no series yet (a name or label not written by any bot, or a bot not started)")
-        } else if said.noSeries, !said.matchedSince, outcome.matchingSeries > 0 {
-            said.matchedSince = true
+        } else if logged.noSeries, !logged.matchedSince, outcome.matchingSeries > 0 {
+            logged.matchedSince = true
             lines.append("SLO \(rule.text) matches \(outcome.matchingSeries) series now")
         }
         return lines
