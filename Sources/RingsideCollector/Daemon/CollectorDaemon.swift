@@ -139,11 +139,11 @@ package enum CollectorDaemon {
             }
         }
 
-        /// Looks at the start's check of the SLO rules, while it is under way; false when it
+        /// Asks the start's check of the SLO rules for its verdict, while it is under way; false when it
         /// refused one (said in one line), and the collector stops with status 2.
         mutating func checkStart() -> Bool {
             guard var check = startCheck else { return true }
-            switch check.look(at: collector, nowNanos: rs_clock_precise_ns()) {
+            switch check.verdict(on: collector, nowNanos: rs_clock_precise_ns()) {
             case .waiting:
                 startCheck = check
                 return true

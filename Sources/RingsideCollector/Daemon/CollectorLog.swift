@@ -84,7 +84,7 @@ struct LogBudget {
     private var summaryNanos: UInt64 = 0
     /// Lines left out, ever (exported), and since the last summary.
     private(set) var suppressedTotal: UInt64 = 0
-    private var suppressedUnsaid = 0
+    private var suppressedSinceSummary = 0
 
     init(perSecond: Double, burst: Double) {
         self.perSecond = perSecond
@@ -98,14 +98,14 @@ struct LogBudget {
         refilledNanos = now
         guard tokens >= 1 else {
             suppressedTotal += 1
-            suppressedUnsaid += 1
+            suppressedSinceSummary += 1
             return (false, 0)
         }
         tokens -= 1
-        guard suppressedUnsaid > 0, now &- summaryNanos >= Self.summaryNanos else { return (true, 0) }
+        guard suppressedSinceSummary > 0, now &- summaryNanos >= Self.summaryNanos else { return (true, 0) }
         summaryNanos = now
-        defer { suppressedUnsaid = 0 }
-        return (true, suppressedUnsaid)
+        defer { suppressedSinceSummary = 0 }
+        return (true, suppressedSinceSummary)
     }
 }
 

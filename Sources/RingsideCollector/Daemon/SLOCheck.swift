@@ -54,8 +54,8 @@ struct SLOStartCheck {
         deadlineNanos = now &+ 30_000_000_000
     }
 
-    /// Looks at the collector once (each turn of the daemon's loop).
-    mutating func look(at collector: Collector, nowNanos now: UInt64) -> Verdict {
+    /// The check's verdict on the collector now (asked each turn of the daemon's loop).
+    mutating func verdict(on collector: Collector, nowNanos now: UInt64) -> Verdict {
         guard let settled = settledNanos else {
             if collector.startSettled { settledNanos = now }
             return now >= deadlineNanos ? .passed : .waiting
