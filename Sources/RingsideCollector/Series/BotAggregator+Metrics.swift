@@ -92,20 +92,20 @@ extension BotAggregator {
             tables.gauges.append(Series(ring: ring, metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
         }
         index.set(route, for: key, in: tables)
-        takeSeeds(of: key, kind: metric.kind, route: route)
+        takeRestored(of: key, kind: metric.kind, route: route)
         return route
     }
 
     /// Gives a new series what the collector's last run left it.
-    private mutating func takeSeeds(of key: SeriesKey, kind: MetricKind, route: Route) {
-        if kind == .histogram, let earlier = seeds.histograms.removeValue(forKey: key) {
+    private mutating func takeRestored(of key: SeriesKey, kind: MetricKind, route: Route) {
+        if kind == .histogram, let earlier = restored.histograms.removeValue(forKey: key) {
             if route.isSigned {
                 tables.signedHistograms[route.slot].windows.seedAllTime(earlier)
             } else {
                 tables.histograms[route.slot].windows.seedAllTime(earlier.nonNegative)
             }
         }
-        if let seed = seeds.totals.removeValue(forKey: key) {
+        if let seed = restored.totals.removeValue(forKey: key) {
             switch kind {
             case .histogram where route.isSigned: tables.signedHistograms[route.slot].takeFolded(seed)
             case .histogram: tables.histograms[route.slot].takeFolded(seed)

@@ -76,7 +76,7 @@ extension BotAggregator {
         let slot = route.slot
         let gone = tables[keyPath: table][slot].metric
         if tables[keyPath: table][slot].saturated { saturation.count -= 1 }
-        if tables[keyPath: table][slot].cached.isPacked { notes.removedFromABlock = true }
+        if tables[keyPath: table][slot].cached.isPacked { snapshotPass.removedFromABlock = true }
         index.set(nil, for: SeriesKey(name: gone.name, labels: gone.encodedLabels), in: tables)
         memory.charged -= memory.cost.bytes(of: gone)
         memory.counts -= tables[keyPath: table][slot].countsBytes

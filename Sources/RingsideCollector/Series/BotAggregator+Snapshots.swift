@@ -23,23 +23,23 @@ extension BotAggregator {
         }
         for index in tables.counters.indices where tables.counters[index].windows.advance(toNanos: now) { letGo += 1 }
         for index in tables.gauges.indices where tables.gauges[index].windows.advance(toNanos: now) { letGo += 1 }
-        notes.windowsLetGo += letGo
+        snapshotPass.windowsLetGo += letGo
     }
 
     /// The series whose windows' slices were let go since the last call.
     mutating func takeWindowsLetGo() -> Int {
-        defer { notes.windowsLetGo = 0 }
-        return notes.windowsLetGo
+        defer { snapshotPass.windowsLetGo = 0 }
+        return snapshotPass.windowsLetGo
     }
 
     /// The series the last snapshot pass left out: new ones, whose first figures wait for the next.
-    var seriesAwaitingFigures: Int { notes.awaitingFigures }
+    var seriesAwaitingFigures: Int { snapshotPass.awaitingFigures }
     /// The series the last snapshot pass showed for the first time.
-    var seriesShownFirst: Int { notes.shownFirst }
+    var seriesShownFirst: Int { snapshotPass.shownFirst }
     /// Until when the series of the last snapshot pass show what they showed, if nothing is
     /// recorded: the earliest time one of their figures moves (see `refresh`; `.max` if every
     /// window is empty).
-    var seriesUnchangedUntilNanos: UInt64 { notes.unchangedUntilNanos }
+    var seriesUnchangedUntilNanos: UInt64 { snapshotPass.unchangedUntilNanos }
 
     // MARK: - Snapshots
 
@@ -58,10 +58,10 @@ extension BotAggregator {
         }
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
-        var packing = Packing(leftABlock: notes.removedFromABlock, packsQuiet: notes.packingLeft)
-        notes.awaitingFigures = 0
-        notes.shownFirst = 0
-        notes.unchangedUntilNanos = .max
+        var packing = Packing(leftABlock: snapshotPass.removedFromABlock, packsQuiet: snapshotPass.packingLeft)
+        snapshotPass.awaitingFigures = 0
+        snapshotPass.shownFirst = 0
+        snapshotPass.unchangedUntilNanos = .max
         appendSnapshots(
             of: \.histograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             countsBytes: { $0.allocatedBytes },
@@ -129,9 +129,9 @@ extension BotAggregator {
             })
         // With series left out, the result's places are not the tables' (see `keep`): blocks
         // wait for a pass that shows every series, which packs every quiet series.
-        notes.packingLeft = notes.awaitingFigures > 0
-        if !notes.packingLeft {
-            notes.removedFromABlock = false
+        snapshotPass.packingLeft = snapshotPass.awaitingFigures > 0
+        if !snapshotPass.packingLeft {
+            snapshotPass.removedFromABlock = false
             pack(&result, packing)
         }
         return result
@@ -204,14 +204,14 @@ extension BotAggregator {
         for index in tables[keyPath: table].indices {
             if tables[keyPath: table][index].computedNanos == .max {
                 guard firstFigures else {
-                    notes.awaitingFigures += 1
+                    snapshotPass.awaitingFigures += 1
                     continue
                 }
-                notes.shownFirst += 1
+                snapshotPass.shownFirst += 1
             } else if tables[keyPath: table][index].showsTheSame(atNanos: now) {
                 // Most series of a busy bot: its snapshot as it is, its storage not read.
                 result.append(tables[keyPath: table][index].cached)
-                notes.unchangedUntilNanos = min(notes.unchangedUntilNanos, tables[keyPath: table][index].unchangedUntilNanos)
+                snapshotPass.unchangedUntilNanos = min(snapshotPass.unchangedUntilNanos, tables[keyPath: table][index].unchangedUntilNanos)
                 if packing.packsQuiet, tables[keyPath: table][index].windowsHoldingValues == 0, !result[result.count - 1].isPacked {
                     packing.places.append(result.count - 1)
                 }
@@ -221,7 +221,7 @@ extension BotAggregator {
                 &tables[keyPath: table][index], countsBytes: countsBytes, layout: layout, emptyWindows: emptyWindows, now: now,
                 versions: &versions, rateMovesEachSlice: rateMovesEachSlice, window: window, slid: slid, whole: whole)
             memory.counts += refreshed.countsGrowth
-            notes.unchangedUntilNanos = min(notes.unchangedUntilNanos, tables[keyPath: table][index].unchangedUntilNanos)
+            snapshotPass.unchangedUntilNanos = min(snapshotPass.unchangedUntilNanos, tables[keyPath: table][index].unchangedUntilNanos)
             result.append(refreshed.snapshot)
             // A series that shows what it showed shows no new ceiling either; a quiet one is in
             // a block, unless the pass that found it quiet left series out (`packsQuiet`).
@@ -381,8 +381,8 @@ extension BotAggregator.Series {
     }
 }
 
-/// What a bot's snapshot passes note, for the publisher and for the next pass.
-struct SnapshotNotes {
+/// What a bot's snapshot passes leave, for the publisher and for the next pass.
+struct SnapshotPassState {
     /// Series whose windows' slices were let go since last asked (`takeWindowsLetGo`).
     var windowsLetGo = 0
     /// A series in a block went since the last pass that packed (a worker's gauge, with its

@@ -40,8 +40,8 @@ struct BotAggregator {
     var index = SeriesIndex()
     /// Each gauge's policy, by the name and labels it was registered with: the first source's.
     var gaugePolicies: [SeriesKey: GaugeMerge] = [:]
-    /// What the collector's last run left series not made yet.
-    var seeds = SeriesSeeds()
+    /// What the collector's last run left series not made yet (restored from its state).
+    var restored = RestoredFigures()
     /// The memory its series are charged.
     var memory: SeriesMemory
     /// The metrics a cap refused.
@@ -50,8 +50,8 @@ struct BotAggregator {
     var saturation = SaturationLog()
     /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
     var oldestInLastBatchNanos: UInt64 = 0
-    /// What its snapshot passes note for the publisher and for the next pass.
-    var notes = SnapshotNotes()
+    /// What its snapshot passes leave for the publisher and for the next pass.
+    var snapshotPass = SnapshotPassState()
     /// The windows of a series with nothing in any: one array every such series shows (a
     /// histogram's quantiles 0), so an idle series holds none of its own.
     var emptyWindows: [WindowStats] = []
@@ -131,7 +131,7 @@ struct BotAggregator {
     private mutating func removeGauge(at slot: Int) {
         let gone = tables.gauges[slot].metric
         if tables.gauges[slot].saturated { saturation.count -= 1 }
-        if tables.gauges[slot].cached.isPacked { notes.removedFromABlock = true }
+        if tables.gauges[slot].cached.isPacked { snapshotPass.removedFromABlock = true }
         index.set(nil, for: SeriesKey(name: gone.name, labels: gone.encodedLabels), in: tables)
         memory.charged -= memory.cost.bytes(of: gone)
         let last = tables.gauges.count - 1
@@ -157,7 +157,7 @@ struct BotAggregator {
     /// Takes what the bot's removed sources left before this collector started.
     mutating func seed(_ entries: [CollectorState.Entry]) {
         for entry in entries {
-            seeds.totals[SeriesKey(name: entry.metric, labels: entry.labels)] = MetricCells(total: entry.total, dropped: entry.dropped)
+            restored.totals[SeriesKey(name: entry.metric, labels: entry.labels)] = MetricCells(total: entry.total, dropped: entry.dropped)
         }
     }
 
@@ -167,7 +167,7 @@ struct BotAggregator {
         for entry in entries {
             let persisted = PersistedSignedHistogram(nonNegative: entry.histogram, negative: entry.negative ?? Histogram().persisted)
             guard let histogram = SignedHistogram(persisted) else { continue }
-            seeds.histograms[SeriesKey(name: entry.metric, labels: entry.labels)] = histogram
+            restored.histograms[SeriesKey(name: entry.metric, labels: entry.labels)] = histogram
         }
     }
 
@@ -184,7 +184,7 @@ struct BotAggregator {
                 metric: series.metric.name, labels: series.metric.encodedLabels, histogram: cumulative.nonNegative.persisted,
                 negative: cumulative.negative.persisted)
         }
-        let waiting = seeds.histograms.map { key, histogram in
+        let waiting = restored.histograms.map { key, histogram in
             CollectorState.HistogramEntry(
                 metric: key.name, labels: key.labels, histogram: histogram.nonNegative.persisted,
                 negative: histogram.negative.isEmpty ? nil : histogram.negative.persisted)
@@ -221,9 +221,9 @@ struct SeriesTables {
     }
 }
 
-/// What the collector's last run left a bot's series not made yet (see `CollectorState`): each
-/// is taken by its series when a source registers its metric.
-struct SeriesSeeds {
+/// What the collector's last run left a bot's series not made yet, restored from its state (see
+/// `CollectorState`): each is taken by its series when a source registers its metric.
+struct RestoredFigures {
     /// What removed sources left: totals and drops.
     var totals: [BotAggregator.SeriesKey: MetricCells] = [:]
     /// The all-time histograms (an unsigned series takes the side at or above zero).
