@@ -105,7 +105,7 @@ struct HouseRulesTests {
     /// A stored value's meaning (a signed histogram's offset binary, steps of 10^scale, a gauge's
     /// double) is decided by `MetricDescriptor.value(ofStored:)` and `steps(ofStored:)`, in
     /// Ringside. Outside it, only the drain's per-record loop turns offset binary back itself
-    /// (it knows the sign from its route, not from a metric, and runs for every record).
+    /// (it knows the sign from its series' address, not from a metric, and runs for every record).
     @Test(
         "a stored value is read by MetricDescriptor.value(ofStored:), in Ringside; only the drain's per-record loop reads offset binary itself"
     )

@@ -53,47 +53,47 @@ extension BotAggregator {
     /// (`Source.gathered`): beside the records that stand for them, or, once a lane is drained and
     /// none can, at their cell's latest value, now.
     private mutating func takeGathered(of consumer: RingConsumer, source: Int, nowNanos now: UInt64) {
-        let routes = sources[source].routes
+        let addresses = sources[source].addresses
         var gathered = GatherPlacement()
         swap(&gathered, &sources[source].gathered)  // moved out, not copied: the tables.histograms change meanwhile
         defer { swap(&gathered, &sources[source].gathered) }
         consumer.takeGathered { metric, lane, calls in
-            guard metric < routes.count, routes[metric].kind == MetricKind.histogram.rawValue, routes[metric].slot >= 0
+            guard metric < addresses.count, addresses[metric].kind == MetricKind.histogram.rawValue, addresses[metric].slot >= 0
             else { return }
-            let route = routes[metric]
+            let address = addresses[metric]
             // Saturating, as every total: hostile weights and cells must not wrap one back.
-            let weighted = calls.calls.saturatingMultiply(route.weight)
+            let weighted = calls.calls.saturatingMultiply(address.weight)
             sources[source].sampled = sources[source].sampled.saturatingAdd(weighted)
-            if route.isSigned {
-                let sum = OffsetBinary.sum(calls.sum, count: calls.calls).saturatingMultiply(route.weight)
-                tables.signedHistograms[route.slot].windows.addSum(sum, raisingMaxTo: OffsetBinary.maximum(calls.max), atNanos: now)
-                tables.signedHistograms[route.slot].sampled = tables.signedHistograms[route.slot].sampled.saturatingAdd(weighted)
-                tables.signedHistograms[route.slot].touched = true
+            if address.isSigned {
+                let sum = OffsetBinary.sum(calls.sum, count: calls.calls).saturatingMultiply(address.weight)
+                tables.signedHistograms[address.slot].windows.addSum(sum, raisingMaxTo: OffsetBinary.maximum(calls.max), atNanos: now)
+                tables.signedHistograms[address.slot].sampled = tables.signedHistograms[address.slot].sampled.saturatingAdd(weighted)
+                tables.signedHistograms[address.slot].touched = true
             } else {
-                tables.histograms[route.slot].windows.addSum(
-                    calls.sum.saturatingMultiply(route.weight), raisingMaxTo: calls.max, atNanos: now)
-                tables.histograms[route.slot].sampled = tables.histograms[route.slot].sampled.saturatingAdd(weighted)
-                tables.histograms[route.slot].touched = true
+                tables.histograms[address.slot].windows.addSum(
+                    calls.sum.saturatingMultiply(address.weight), raisingMaxTo: calls.max, atNanos: now)
+                tables.histograms[address.slot].sampled = tables.histograms[address.slot].sampled.saturatingAdd(weighted)
+                tables.histograms[address.slot].touched = true
             }
             gathered.take(calls, metric: metric, lane: lane) { value, time, placed in
-                place(value, count: placed, route: route, atNanos: time)
+                place(value, count: placed, address: address, atNanos: time)
             }
         }
         guard !gathered.isEmpty else { return }
         gathered.placeUnclaimed(isDrained: consumer.isDrained(lane:)) { metric, value, calls in
-            place(value, count: calls, route: routes[metric], atNanos: now)
+            place(value, count: calls, address: addresses[metric], atNanos: now)
         }
     }
 
-    /// Places `count` gathered calls (weighted by the route) at `stored`, a value as its file stores it.
-    private mutating func place(_ stored: UInt64, count: UInt64, route: Route, atNanos time: UInt64) {
-        let weighted = count.saturatingMultiply(route.weight)
-        if route.isSigned {
-            tables.signedHistograms[route.slot].windows.place(OffsetBinary.value(stored), count: weighted, atNanos: time)
-            tables.signedHistograms[route.slot].touched = true
+    /// Places `count` gathered calls (weighted by the address) at `stored`, a value as its file stores it.
+    private mutating func place(_ stored: UInt64, count: UInt64, address: SeriesAddress, atNanos time: UInt64) {
+        let weighted = count.saturatingMultiply(address.weight)
+        if address.isSigned {
+            tables.signedHistograms[address.slot].windows.place(OffsetBinary.value(stored), count: weighted, atNanos: time)
+            tables.signedHistograms[address.slot].touched = true
         } else {
-            tables.histograms[route.slot].windows.place(stored, count: weighted, atNanos: time)
-            tables.histograms[route.slot].touched = true
+            tables.histograms[address.slot].windows.place(stored, count: weighted, atNanos: time)
+            tables.histograms[address.slot].touched = true
         }
     }
 
@@ -108,7 +108,7 @@ extension BotAggregator {
         // A timestamp from the future would hold the windows hostage: clamp it to now.
         let latest = now
         if let first = records.first { oldestInLastBatchNanos = min(first.timestamp_ns, now) }
-        let routes = sources[source].routes
+        let addresses = sources[source].addresses
         var rejected: UInt64 = 0, refused: UInt64 = 0
         defer {
             sources[source].rejected &+= rejected
@@ -137,16 +137,16 @@ extension BotAggregator {
                 assembling = false
             }
             let metric = Int(record.metric)
-            guard metric < routes.count else { return index }
-            let route = routes[metric]
+            guard metric < addresses.count else { return index }
+            let address = addresses[metric]
             let cursor = firstCursor &+ UInt64(index)
             // The format's one verdict (`RingRecord.fault`, as ringside-dump check's): a record no
             // producer writes (a counter's, another kind than its metric's, unknown flags) is invalid.
-            guard record.fault(at: cursor, registeredAs: MetricKind(rawValue: route.kind)) == nil else {
+            guard record.fault(at: cursor, registeredAs: MetricKind(rawValue: address.kind)) == nil else {
                 rejected += 1
                 continue
             }
-            if route.slot < 0 {
+            if address.slot < 0 {
                 refused += 1  // a valid record of a series refused at the cap, or retired (RETIRING A SERIES)
                 if record.carriesExemplar {
                     assembling = sources[source].exemplars.begin(record, at: cursor, lane: lane, slot: nil)
@@ -154,27 +154,28 @@ extension BotAggregator {
                 continue
             }
             let time = min(record.timestamp_ns, latest)
-            switch route.kind {
+            switch address.kind {
             case MetricKind.histogram.rawValue:
-                if route.isSigned {
-                    tables.signedHistograms[route.slot].windows.record(OffsetBinary.value(record.value), count: route.weight, atNanos: time)
-                    tables.signedHistograms[route.slot].touched = true
+                if address.isSigned {
+                    tables.signedHistograms[address.slot].windows.record(
+                        OffsetBinary.value(record.value), count: address.weight, atNanos: time)
+                    tables.signedHistograms[address.slot].touched = true
                 } else {
-                    tables.histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
-                    tables.histograms[route.slot].touched = true
+                    tables.histograms[address.slot].windows.record(record.value, count: address.weight, atNanos: time)
+                    tables.histograms[address.slot].touched = true
                 }
                 // A record written while its lane filled stands, in its bucket, for the 2^k - 1
                 // calls gathered before it, counted already (SAMPLING in ringside.h).
                 if record.weightLog2 > 0 {
                     let placed = sources[source].gathered.placeBeside(record, lane: lane, timeNanos: time)
-                    place(record.value, count: placed, route: route, atNanos: time)
+                    place(record.value, count: placed, address: address, atNanos: time)
                 }
                 // No producer writes an exemplar with a signed value: its records are rejected, one by one.
-                if record.carriesExemplar, !route.isSigned {
-                    assembling = sources[source].exemplars.begin(record, at: cursor, lane: lane, slot: route.slot)
+                if record.carriesExemplar, !address.isSigned {
+                    assembling = sources[source].exemplars.begin(record, at: cursor, lane: lane, slot: address.slot)
                 }
             default:
-                tables.gauges[route.slot].set(Double(bitPattern: record.value), from: source, atNanos: time)
+                tables.gauges[address.slot].set(Double(bitPattern: record.value), from: source, atNanos: time)
             }
         }
         return records.count
@@ -206,21 +207,21 @@ extension BotAggregator {
     @discardableResult
     mutating func sampleCells(of consumer: RingConsumer, source: Int, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
         var changed = false
-        for (index, route) in sources[source].routes.enumerated() where route.slot >= 0 {
+        for (index, address) in sources[source].addresses.enumerated() where address.slot >= 0 {
             let cells = consumer.cells(ofMetric: index)
-            switch route.kind {
+            switch address.kind {
             case MetricKind.counter.rawValue:
                 let first =
-                    tables.counters[route.slot].sourceCells.count <= source || tables.counters[route.slot].sourceCells[source] == nil
-                let (growth, merged) = tables.counters[route.slot].takeCells(cells, from: source, nowNanos: now)
-                if growth > 0, !(isBaseline && first) { tables.counters[route.slot].windows.add(growth, atNanos: now) }
+                    tables.counters[address.slot].sourceCells.count <= source || tables.counters[address.slot].sourceCells[source] == nil
+                let (growth, merged) = tables.counters[address.slot].takeCells(cells, from: source, nowNanos: now)
+                if growth > 0, !(isBaseline && first) { tables.counters[address.slot].windows.add(growth, atNanos: now) }
                 changed = changed || merged
-            case MetricKind.histogram.rawValue where route.isSigned:
-                changed = tables.signedHistograms[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
+            case MetricKind.histogram.rawValue where address.isSigned:
+                changed = tables.signedHistograms[address.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
             case MetricKind.histogram.rawValue:
-                changed = tables.histograms[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
+                changed = tables.histograms[address.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
             default:
-                changed = tables.gauges[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
+                changed = tables.gauges[address.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
             }
         }
         return changed

@@ -6,10 +6,10 @@ import RingsideAggregation
 extension BotAggregator {
     // MARK: - Metrics
 
-    /// Routes `consumer`'s metrics not known yet (they arrive in index order) from source
+    /// Maps `consumer`'s metrics not known yet (they arrive in index order) from source
     /// `source` to the bot's series: an existing series of the same name and labels, or a new
     /// one, as many as `allowance` (given what is held) leaves room for, in series and in bytes;
-    /// the rest are refused (routed nowhere, their records counted, their descriptors' strings
+    /// the rest are refused (given no series, their records counted, their descriptors' strings
     /// let go). A metric whose name and labels another source registered as another kind, or in
     /// another unit, is refused too.
     /// - Returns: how many series were added.
@@ -18,29 +18,29 @@ extension BotAggregator {
         let room = allowance(usage)
         var admitted = 0
         var charged = 0
-        for declared in consumer.metrics[sources[source].routes.count...] where Int(declared.index) == sources[source].routes.count {
+        for declared in consumer.metrics[sources[source].addresses.count...] where Int(declared.index) == sources[source].addresses.count {
             let index = Int(declared.index)
             if consumer.isRetired(metric: index) {
                 // Retired before it was seen (RETIRING A SERIES in ringside.h): no series until revived.
                 sources[source].retiredCells[index] = consumer.cells(ofMetric: index)
-                let retired = Route(kind: declared.kind.rawValue, slot: Self.retiredSlot, weight: 0, isSigned: declared.isSigned)
-                sources[source].routes.append(retired)
+                let retired = SeriesAddress(kind: declared.kind.rawValue, slot: Self.retiredSlot, weight: 0, isSigned: declared.isSigned)
+                sources[source].addresses.append(retired)
                 continue
             }
-            sources[source].routes.append(
-                routeMetric(declared, of: consumer, source: source, room: room, admitted: &admitted, charged: &charged))
+            sources[source].addresses.append(
+                findOrAddSeries(declared, of: consumer, source: source, room: room, admitted: &admitted, charged: &charged))
         }
         memory.charged += charged
         return admitted
     }
 
-    /// The route of metric `declared` of source `source`: to an existing series of the same name
-    /// and labels, or a new one, if `room` (less what `admitted` and `charged` hold already) leaves
+    /// The address of the series of metric `declared` of source `source`: an existing series of the
+    /// same name and labels, or a new one, if `room` (less what `admitted` and `charged` hold already) leaves
     /// it room, in series and in bytes; else refused (its strings let go). A metric whose name and
     /// labels another source registered as another kind, or in another unit, is refused too.
-    mutating func routeMetric(
+    mutating func findOrAddSeries(
         _ declared: MetricDescriptor, of consumer: RingConsumer, source: Int, room: Usage, admitted: inout Int, charged: inout Int
-    ) -> Route {
+    ) -> SeriesAddress {
         var metric = declared
         if metric.kind == .gauge {
             // Every source must merge a gauge alike; a per-worker gauge's series is its source's.
@@ -57,14 +57,14 @@ extension BotAggregator {
             }
         }
         let key = SeriesKey(name: metric.name, labels: metric.encodedLabels)
-        if let existing = index.route(for: key, in: tables) {
+        if let existing = index.address(for: key, in: tables) {
             // Records of another unit would merge wrongly scaled: only the same kind, unit and
             // gauge policy join; a per-worker series is its own source's only.
             // Nor do values of another form or step.
             if existing.kind == metric.kind.rawValue, unit(of: existing) == metric.unit, policy(of: existing) == metric.gaugeMerge,
                 metric.gaugeMerge != .perWorker, values(of: existing) == Values(metric)
             {
-                return Route(kind: existing.kind, slot: existing.slot, weight: metric.sampleEvery, isSigned: existing.isSigned)
+                return SeriesAddress(kind: existing.kind, slot: existing.slot, weight: metric.sampleEvery, isSigned: existing.isSigned)
             }
             return refuse(metric, in: consumer, source: source, forBytes: false)
         }
@@ -75,53 +75,54 @@ extension BotAggregator {
         }
         admitted += 1
         charged += bytes
-        let route: Route
+        let address: SeriesAddress
         switch metric.kind {
         case .histogram where metric.isSigned:
-            route = Route(kind: metric.kind.rawValue, slot: tables.signedHistograms.count, weight: metric.sampleEvery, isSigned: true)
+            address = SeriesAddress(
+                kind: metric.kind.rawValue, slot: tables.signedHistograms.count, weight: metric.sampleEvery, isSigned: true)
             tables.signedHistograms.append(Series(ring: ring, metric: metric, windows: WindowedSignedHistogram(layout: layout)))
         case .histogram:
-            route = Route(kind: metric.kind.rawValue, slot: tables.histograms.count, weight: metric.sampleEvery)
+            address = SeriesAddress(kind: metric.kind.rawValue, slot: tables.histograms.count, weight: metric.sampleEvery)
             tables.histograms.append(Series(ring: ring, metric: metric, windows: WindowedHistogram(layout: layout)))
         case .counter:
-            route = Route(kind: metric.kind.rawValue, slot: tables.counters.count, weight: 1)
+            address = SeriesAddress(kind: metric.kind.rawValue, slot: tables.counters.count, weight: 1)
             tables.counters.append(Series(ring: ring, metric: metric, windows: WindowedCounter(layout: layout)))
         case .gauge:
-            route = Route(kind: metric.kind.rawValue, slot: tables.gauges.count, weight: 1)
+            address = SeriesAddress(kind: metric.kind.rawValue, slot: tables.gauges.count, weight: 1)
             let owner = metric.gaugeMerge == .perWorker ? source : nil
             tables.gauges.append(Series(ring: ring, metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
         }
-        index.set(route, for: key, in: tables)
-        takeRestored(of: key, kind: metric.kind, route: route)
-        return route
+        index.set(address, for: key, in: tables)
+        takeRestored(of: key, kind: metric.kind, address: address)
+        return address
     }
 
     /// Gives a new series what the collector's last run left it.
-    private mutating func takeRestored(of key: SeriesKey, kind: MetricKind, route: Route) {
+    private mutating func takeRestored(of key: SeriesKey, kind: MetricKind, address: SeriesAddress) {
         if kind == .histogram, let earlier = restored.histograms.removeValue(forKey: key) {
-            if route.isSigned {
-                tables.signedHistograms[route.slot].windows.seedAllTime(earlier)
+            if address.isSigned {
+                tables.signedHistograms[address.slot].windows.seedAllTime(earlier)
             } else {
-                tables.histograms[route.slot].windows.seedAllTime(earlier.nonNegative)
+                tables.histograms[address.slot].windows.seedAllTime(earlier.nonNegative)
             }
         }
         if let seed = restored.totals.removeValue(forKey: key) {
             switch kind {
-            case .histogram where route.isSigned: tables.signedHistograms[route.slot].takeFolded(seed)
-            case .histogram: tables.histograms[route.slot].takeFolded(seed)
-            case .counter: tables.counters[route.slot].takeFolded(seed)
-            case .gauge: tables.gauges[route.slot].takeFolded(seed)
+            case .histogram where address.isSigned: tables.signedHistograms[address.slot].takeFolded(seed)
+            case .histogram: tables.histograms[address.slot].takeFolded(seed)
+            case .counter: tables.counters[address.slot].takeFolded(seed)
+            case .gauge: tables.gauges[address.slot].takeFolded(seed)
             }
         }
     }
 
-    /// The gauge policy of the series a route leads to (`.last` for other kinds).
-    private func policy(of route: Route) -> GaugeMerge {
-        route.kind == MetricKind.gauge.rawValue ? tables.gauges[route.slot].metric.gaugeMerge : .last
+    /// The gauge policy of the series an address leads to (`.last` for other kinds).
+    private func policy(of address: SeriesAddress) -> GaugeMerge {
+        address.kind == MetricKind.gauge.rawValue ? tables.gauges[address.slot].metric.gaugeMerge : .last
     }
 
-    /// The metric of the series a route leads to.
-    private func metric(of route: Route) -> MetricDescriptor { tables.metric(of: route) }
+    /// The metric of the series an address leads to.
+    private func metric(of address: SeriesAddress) -> MetricDescriptor { tables.metric(of: address) }
 
     /// A series' values: signed or not, and their step.
     private struct Values: Equatable {
@@ -130,14 +131,14 @@ extension BotAggregator {
         init(_ metric: MetricDescriptor) { (isSigned, scale) = (metric.isSigned, metric.scale) }
     }
 
-    /// The values of the series a route leads to.
-    private func values(of route: Route) -> Values { Values(metric(of: route)) }
+    /// The values of the series an address leads to.
+    private func values(of address: SeriesAddress) -> Values { Values(metric(of: address)) }
 
-    /// The unit of the series a route leads to.
-    private func unit(of route: Route) -> MetricUnit { metric(of: route).unit }
+    /// The unit of the series an address leads to.
+    private func unit(of address: SeriesAddress) -> MetricUnit { metric(of: address).unit }
 
-    /// The route of a metric of `source` refused: nowhere; its records are counted, its strings let go.
-    private mutating func refuse(_ metric: MetricDescriptor, in consumer: RingConsumer, source: Int, forBytes: Bool) -> Route {
+    /// The address of a metric of `source` refused: nowhere; its records are counted, its strings let go.
+    private mutating func refuse(_ metric: MetricDescriptor, in consumer: RingConsumer, source: Int, forBytes: Bool) -> SeriesAddress {
         sources[source].refusedSeries += 1
         memory.refused += MemoryLayout<MetricDescriptor>.stride
         if refusals.first == nil {
@@ -145,7 +146,7 @@ extension BotAggregator {
             refusals.firstForBytes = forBytes
         }
         consumer.forgetStrings(ofMetric: Int(metric.index))
-        return Route(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0)
+        return SeriesAddress(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0)
     }
 
     /// Reads the registry again and adds series for the metrics registered since (see `addMetrics`).

@@ -4,7 +4,7 @@ import RingsideAggregation
 extension BotAggregator {
     // MARK: - Retiring (RETIRING A SERIES in ringside.h)
 
-    /// The slot of a route whose file retired its metric: its records are refused (counted), its
+    /// The slot of an address whose file retired its metric: its records are refused (counted), its
     /// cells not counted, until the file revives it.
     static let retiredSlot = -2
 
@@ -16,14 +16,14 @@ extension BotAggregator {
     /// - Returns: whether any series left or came back.
     mutating func retireAndRevive(of consumer: RingConsumer, source: Int, admitting allowance: ((_ held: Usage) -> Usage)?) -> Bool {
         var changed = false
-        for index in sources[source].routes.indices {
-            let route = sources[source].routes[index]
-            guard route.slot != Self.refusedSlot, index < consumer.metrics.count else { continue }
+        for index in sources[source].addresses.indices {
+            let address = sources[source].addresses[index]
+            guard address.slot != Self.refusedSlot, index < consumer.metrics.count else { continue }
             let retired = consumer.isRetired(metric: index)
-            if retired, route.slot >= 0 {
-                retire(index, route: route, of: consumer, source: source)
+            if retired, address.slot >= 0 {
+                retire(index, address: address, of: consumer, source: source)
                 changed = true
-            } else if !retired, route.slot == Self.retiredSlot, let allowance {
+            } else if !retired, address.slot == Self.retiredSlot, let allowance {
                 revive(index, of: consumer, source: source, room: allowance(usage))
                 changed = true
             }
@@ -31,49 +31,52 @@ extension BotAggregator {
         return changed
     }
 
-    /// Routes metric `index` of `source` as retired: its cells now are where a revival counts
-    /// from. Its series goes when no other source's route leads to it; else this source's figures
+    /// Marks metric `index` of `source` retired: its cells now are where a revival counts
+    /// from. Its series goes when no other source's address leads to it; else this source's figures
     /// are folded into it, as a removed source's.
-    private mutating func retire(_ index: Int, route: Route, of consumer: RingConsumer, source: Int) {
+    private mutating func retire(_ index: Int, address: SeriesAddress, of consumer: RingConsumer, source: Int) {
         sources[source].retiredCells[index] = consumer.cells(ofMetric: index)
-        sources[source].routes[index] = Route(kind: route.kind, slot: Self.retiredSlot, weight: 0, isSigned: route.isSigned)
+        sources[source].addresses[index] = SeriesAddress(kind: address.kind, slot: Self.retiredSlot, weight: 0, isSigned: address.isSigned)
         sources[source].retirements &+= 1
         let shared = sources.indices.contains { other in
             sources[other].inUse
-                && sources[other].routes.contains { $0.kind == route.kind && $0.isSigned == route.isSigned && $0.slot == route.slot }
+                && sources[other].addresses.contains {
+                    $0.kind == address.kind && $0.isSigned == address.isSigned && $0.slot == address.slot
+                }
         }
-        switch route.kind {
-        case MetricKind.histogram.rawValue where route.isSigned:
-            if shared { tables.signedHistograms[route.slot].removeSource(source) } else { removeSeries(route, of: \.signedHistograms) }
+        switch address.kind {
+        case MetricKind.histogram.rawValue where address.isSigned:
+            if shared { tables.signedHistograms[address.slot].removeSource(source) } else { removeSeries(address, of: \.signedHistograms) }
         case MetricKind.histogram.rawValue:
-            if shared { tables.histograms[route.slot].removeSource(source) } else { removeSeries(route, of: \.histograms) }
+            if shared { tables.histograms[address.slot].removeSource(source) } else { removeSeries(address, of: \.histograms) }
         case MetricKind.counter.rawValue:
-            if shared { tables.counters[route.slot].removeSource(source) } else { removeSeries(route, of: \.counters) }
+            if shared { tables.counters[address.slot].removeSource(source) } else { removeSeries(address, of: \.counters) }
         default:
-            if shared { tables.gauges[route.slot].removeSource(source) } else { removeSeries(route, of: \.gauges) }
+            if shared { tables.gauges[address.slot].removeSource(source) } else { removeSeries(address, of: \.gauges) }
         }
     }
 
-    /// Routes metric `index` of `source` again, as a metric registered now (`routeMetric`), its
+    /// Maps metric `index` of `source` to its series again, as a metric registered now (`findOrAddSeries`), its
     /// cells counted from those its retirement left.
     private mutating func revive(_ index: Int, of consumer: RingConsumer, source: Int, room: Usage) {
         var admitted = 0, charged = 0
-        let route = routeMetric(consumer.metrics[index], of: consumer, source: source, room: room, admitted: &admitted, charged: &charged)
+        let address = findOrAddSeries(
+            consumer.metrics[index], of: consumer, source: source, room: room, admitted: &admitted, charged: &charged)
         memory.charged += charged
-        sources[source].routes[index] = route
-        guard let baseline = sources[source].retiredCells.removeValue(forKey: index), route.slot >= 0 else { return }
-        switch route.kind {
-        case MetricKind.histogram.rawValue where route.isSigned: tables.signedHistograms[route.slot].countFrom(baseline, source: source)
-        case MetricKind.histogram.rawValue: tables.histograms[route.slot].countFrom(baseline, source: source)
-        case MetricKind.counter.rawValue: tables.counters[route.slot].countFrom(baseline, source: source)
-        default: tables.gauges[route.slot].countFrom(baseline, source: source)
+        sources[source].addresses[index] = address
+        guard let baseline = sources[source].retiredCells.removeValue(forKey: index), address.slot >= 0 else { return }
+        switch address.kind {
+        case MetricKind.histogram.rawValue where address.isSigned: tables.signedHistograms[address.slot].countFrom(baseline, source: source)
+        case MetricKind.histogram.rawValue: tables.histograms[address.slot].countFrom(baseline, source: source)
+        case MetricKind.counter.rawValue: tables.counters[address.slot].countFrom(baseline, source: source)
+        default: tables.gauges[address.slot].countFrom(baseline, source: source)
         }
     }
 
-    /// Removes the series `route` leads to in `table`: the last series takes its slot, and the
-    /// routes to it follow (as a gone worker's gauge is removed).
-    private mutating func removeSeries<Windows>(_ route: Route, of table: WritableKeyPath<SeriesTables, [Series<Windows>]>) {
-        let slot = route.slot
+    /// Removes the series `address` leads to in `table`: the last series takes its slot, and the
+    /// addresses to it follow (as a gone worker's gauge is removed).
+    private mutating func removeSeries<Windows>(_ address: SeriesAddress, of table: WritableKeyPath<SeriesTables, [Series<Windows>]>) {
+        let slot = address.slot
         let gone = tables[keyPath: table][slot].metric
         if tables[keyPath: table][slot].saturated { saturation.count -= 1 }
         if tables[keyPath: table][slot].cached.isPacked { snapshotPass.removedFromABlock = true }
@@ -82,20 +85,20 @@ extension BotAggregator {
         memory.counts -= tables[keyPath: table][slot].countsBytes
         let last = tables[keyPath: table].count - 1
         if slot != last {
-            // The index checks a route against the series it leads to: moved before the series is.
+            // The index checks an address against the series it leads to: moved before the series is.
             let moved = tables[keyPath: table][last].metric
             let movedKey = SeriesKey(name: moved.name, labels: moved.encodedLabels)
-            if var movedRoute = index.route(for: movedKey, in: tables) {
-                movedRoute.slot = slot
-                index.set(movedRoute, for: movedKey, in: tables)
+            if var movedAddress = index.address(for: movedKey, in: tables) {
+                movedAddress.slot = slot
+                index.set(movedAddress, for: movedKey, in: tables)
             }
             tables[keyPath: table].swapAt(slot, last)
             for source in sources.indices {
-                for place in sources[source].routes.indices
-                where sources[source].routes[place].kind == route.kind && sources[source].routes[place].isSigned == route.isSigned
-                    && sources[source].routes[place].slot == last
+                for place in sources[source].addresses.indices
+                where sources[source].addresses[place].kind == address.kind && sources[source].addresses[place].isSigned == address.isSigned
+                    && sources[source].addresses[place].slot == last
                 {
-                    sources[source].routes[place].slot = slot
+                    sources[source].addresses[place].slot = slot
                 }
             }
         }

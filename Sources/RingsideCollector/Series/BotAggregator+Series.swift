@@ -4,9 +4,10 @@ import Ringside
 import RingsideAggregation
 
 extension BotAggregator {
-    /// Where a registered metric's series lives: 12 bytes, as a bot holds one per metric of each
-    /// of its files and one per series in its index.
-    struct Route {
+    /// Where a registered metric's records go: the address of its series (its kind's table and
+    /// the slot in it) and the weight a record counts with. 12 bytes, as a bot holds one per
+    /// metric of each of its files and one per series in its index.
+    struct SeriesAddress {
         private var slotIndex: Int32
         /// Histogram counts per call: the metric's "1 in N" sampling (its gathered calls count as
         /// much: SAMPLING in ringside.h).
@@ -31,7 +32,7 @@ extension BotAggregator {
 
     /// One file of the bot: how its registry's indices map to series, and what its records cost.
     struct Source {
-        var routes: [Route] = []
+        var addresses: [SeriesAddress] = []
         /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
         var rejected: UInt64 = 0
         /// Histogram calls its lanes gathered rather than wrote while they filled (SAMPLING in

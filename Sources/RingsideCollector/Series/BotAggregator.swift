@@ -9,7 +9,7 @@ import RingsideAggregation
 ///
 /// A bot is written by one file, or by several: its own and its workers' (`<bot>@<pid>`, see
 /// WORKERS in ringside.h). Each file is a source, with a registry of its own: its metrics are
-/// routed to the bot's series by name and labels, never by index. Counter totals and drops are
+/// mapped to the bot's series by name and labels, never by index. Counter totals and drops are
 /// the sum over the sources, plus what sources that are gone left (folded in when a source is
 /// removed), so a worker's exit never takes from a total. A gauge merges by the policy it
 /// declared (`GaugeMerge`): the value set last, as the cells' sampling saw it; the sum, largest
@@ -22,7 +22,7 @@ import RingsideAggregation
 /// write no records: their windows are fed by the growth of their exact totals between samples.
 ///
 /// A value type, owned by the drain thread. Its parts, in their own files: the series types
-/// (`+Series`), routing a source's registry to series (`+Metrics`), draining records and
+/// (`+Series`), mapping a source's registry to series (`+Metrics`), draining records and
 /// sampling cells (`+Draining`), snapshots (`+Snapshots`) and the SLOs' queries (`+Queries`).
 /// Only they write its state; the rest of the collector reads it.
 struct BotAggregator {
@@ -56,7 +56,7 @@ struct BotAggregator {
     /// histogram's quantiles 0), so an idle series holds none of its own.
     var emptyWindows: [WindowStats] = []
 
-    /// The slot of a refused metric's route.
+    /// The slot of a refused metric's address.
     static let refusedSlot = -1
 
     /// Metrics given no series because a series cap was reached (over every source).
@@ -95,7 +95,7 @@ struct BotAggregator {
     var usage: Usage { Usage(series: seriesCount, bytes: memory.total) }
     /// The metrics of source `source`, whose cells are looked at (but those refused a series).
     func metricCount(of source: Int) -> Int {
-        source < sources.count ? sources[source].routes.count : 0
+        source < sources.count ? sources[source].addresses.count : 0
     }
     /// Sources in use: the files feeding it.
     var sourceCount: Int { sources.count { $0.inUse } }
@@ -127,7 +127,7 @@ struct BotAggregator {
     }
 
     /// Removes a gauge series (a per-worker gauge whose worker is gone): the last series takes its
-    /// slot, and the routes to it follow.
+    /// slot, and the addresses that lead to it follow.
     private mutating func removeGauge(at slot: Int) {
         let gone = tables.gauges[slot].metric
         if tables.gauges[slot].saturated { saturation.count -= 1 }
@@ -136,18 +136,19 @@ struct BotAggregator {
         memory.charged -= memory.cost.bytes(of: gone)
         let last = tables.gauges.count - 1
         if slot != last {
-            // The index checks a route against the series it leads to: moved before the series is.
+            // The index checks an address against the series it leads to: moved before the series is.
             let moved = tables.gauges[last].metric
             let movedKey = SeriesKey(name: moved.name, labels: moved.encodedLabels)
-            if var route = index.route(for: movedKey, in: tables) {
-                route.slot = slot
-                index.set(route, for: movedKey, in: tables)
+            if var address = index.address(for: movedKey, in: tables) {
+                address.slot = slot
+                index.set(address, for: movedKey, in: tables)
             }
             tables.gauges.swapAt(slot, last)
             for source in sources.indices {
-                for route in sources[source].routes.indices
-                where sources[source].routes[route].kind == MetricKind.gauge.rawValue && sources[source].routes[route].slot == last {
-                    sources[source].routes[route].slot = slot
+                for metric in sources[source].addresses.indices
+                where sources[source].addresses[metric].kind == MetricKind.gauge.rawValue && sources[source].addresses[metric].slot == last
+                {
+                    sources[source].addresses[metric].slot = slot
                 }
             }
         }
@@ -210,13 +211,13 @@ struct SeriesTables {
     var counters: [BotAggregator.Series<WindowedCounter>] = []
     var gauges: [BotAggregator.Series<WindowedGauge>] = []
 
-    /// The metric of the series a route leads to.
-    func metric(of route: BotAggregator.Route) -> MetricDescriptor {
-        switch route.kind {
+    /// The metric of the series an address leads to.
+    func metric(of address: BotAggregator.SeriesAddress) -> MetricDescriptor {
+        switch address.kind {
         case MetricKind.histogram.rawValue:
-            route.isSigned ? signedHistograms[route.slot].metric : histograms[route.slot].metric
-        case MetricKind.counter.rawValue: counters[route.slot].metric
-        default: gauges[route.slot].metric
+            address.isSigned ? signedHistograms[address.slot].metric : histograms[address.slot].metric
+        case MetricKind.counter.rawValue: counters[address.slot].metric
+        default: gauges[address.slot].metric
         }
     }
 }
