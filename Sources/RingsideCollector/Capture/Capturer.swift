@@ -20,7 +20,7 @@ final class Capturer {
     /// a capture's threads' figures as counter tracks.
     private let threadSample: () -> ThreadHealthSample?
     private var threadSamples: [ThreadHealthSample] = []
-    private var lastThreadLookNanos: UInt64 = 0
+    private var lastThreadSampleReadNanos: UInt64 = 0
 
     init(
         desk: CaptureDesk, writer: CaptureWriter, beforeNanos: UInt64, afterNanos: UInt64, pollNanos: UInt64, log: CollectorLog,
@@ -36,11 +36,11 @@ final class Capturer {
         stats.directory = writer.directory.path
     }
 
-    /// Keeps the sampler's new round, if there is one (looked at every 100 ms), and lets go of
+    /// Keeps the sampler's new round, if there is one (read every 100 ms), and lets go of
     /// those older than any capture may need.
     private func keepThreadSample(nowNanos now: UInt64) {
-        guard now &- lastThreadLookNanos >= 100_000_000 else { return }
-        lastThreadLookNanos = now
+        guard now &- lastThreadSampleReadNanos >= 100_000_000 else { return }
+        lastThreadSampleReadNanos = now
         guard let sample = threadSample(), sample.sequence != threadSamples.last?.sequence else { return }
         threadSamples.append(sample)
         let keptNanos = beforeNanos + afterNanos + 2 * sample.intervalNanos + 60_000_000_000  // and what waits to be written

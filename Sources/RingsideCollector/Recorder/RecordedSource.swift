@@ -12,15 +12,15 @@ package struct RecordedSource: Sendable {
     package var isWorker: Bool
     /// Its registry as last seen: a record's `metric` indexes it (a registry only grows).
     package var metrics: [MetricDescriptor] = []
-    /// Each lane's holder as last looked at (thread id 0 and "" before a look): a lane held by
-    /// another thread since says so here at the next look, at most `threadLookNanos` later.
+    /// Each lane's holder as last read (thread id 0 and "" before a read): a lane held by another
+    /// thread since says so here at the next read, at most `threadRereadNanos` later.
     package var threads: [(id: Int32, name: String)] = []
-    /// When the drain last took records of it, and last looked at its lanes' holders.
+    /// When the drain last took records of it, and when it last read each lane's holder.
     var lastDrainNanos: UInt64 = 0
-    var threadsLookedNanos: [UInt64] = []
+    var threadsReadNanos: [UInt64] = []
 
     /// How often a drained lane's holder is read again.
-    static let threadLookNanos: UInt64 = 100_000_000
+    static let threadRereadNanos: UInt64 = 100_000_000
 
     init(ring: String, pid: Int32, isWorker: Bool) {
         self.ring = ring
@@ -29,17 +29,17 @@ package struct RecordedSource: Sendable {
     }
 
     /// Takes what `consumer` says of its registry and of lane `lane`'s holder (at most every
-    /// `threadLookNanos` a lane), having drained it at `now`.
-    mutating func look(at consumer: RingConsumer, lane: Int, nowNanos now: UInt64) {
+    /// `threadRereadNanos` a lane), having drained it at `now`.
+    mutating func update(from consumer: RingConsumer, lane: Int, nowNanos now: UInt64) {
         lastDrainNanos = now
         if consumer.metrics.count != metrics.count { metrics = consumer.metrics }
         guard lane >= 0, lane < Int(RS_MAX_LANES) else { return }
         if threads.count <= lane {
             threads += Array(repeating: (0, ""), count: lane + 1 - threads.count)
-            threadsLookedNanos += Array(repeating: 0, count: lane + 1 - threadsLookedNanos.count)
+            threadsReadNanos += Array(repeating: 0, count: lane + 1 - threadsReadNanos.count)
         }
-        guard threadsLookedNanos[lane] == 0 || now &- threadsLookedNanos[lane] >= Self.threadLookNanos else { return }
-        threadsLookedNanos[lane] = now
+        guard threadsReadNanos[lane] == 0 || now &- threadsReadNanos[lane] >= Self.threadRereadNanos else { return }
+        threadsReadNanos[lane] = now
         let thread = consumer.thread(lane: lane)
         if thread.id != threads[lane].id || thread.name != threads[lane].name { threads[lane] = thread }
     }

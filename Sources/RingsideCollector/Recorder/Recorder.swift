@@ -65,7 +65,7 @@ final class Recorder {
         /// Keeps `records` of lane `lane` of `consumer`, the feed's file, drained at `now`.
         func take(_ records: UnsafeBufferPointer<RingRecord>, lane: Int, of consumer: RingConsumer, nowNanos now: UInt64) {
             recorder.record(records, into: bot, source: source, lane: lane, nowNanos: now)
-            bot.sources[source]?.look(at: consumer, lane: lane, nowNanos: now)
+            bot.sources[source]?.update(from: consumer, lane: lane, nowNanos: now)
         }
     }
 
