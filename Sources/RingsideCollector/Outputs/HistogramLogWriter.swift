@@ -27,18 +27,12 @@ import RingsideSystem
 /// counted in ``errors``, never fatal. The records of an interval that could not be written go in
 /// the next one written (its interval is then longer), in a new file.
 final class HistogramLogWriter {
-    let path: String
     let maxBytes: UInt64
     /// `--hlog-interval`, and when the last interval was written (CLOCK_MONOTONIC; 0: never).
     let intervalNanos: UInt64
     private var lastWriteNanos: UInt64 = 0
-    private let directory: LogDirectory
-    /// The file's name in `directory`.
-    private let name: String
-    private let program: String
-    private let log: CollectorLog
     /// The file being written.
-    private var file = OpenFile()
+    private let file: HistogramLogFile
     /// CLOCK_REALTIME at the start of the next interval.
     private var intervalStartNanos: UInt64
     /// Each series' all-time histogram as last written, and its tag, by series id.
@@ -46,31 +40,14 @@ final class HistogramLogWriter {
     private var tags: [UInt64: String] = [:]
     /// Captured series not yet written (their write failed).
     private var unwritten: [UInt64: HistogramCapture.Series] = [:]
-    /// What went wrong, and the files begun.
-    private var figures = Figures()
+    /// Files begun because the bound was reached.
+    private(set) var rotations: UInt64 = 0
 
+    var path: String { file.path }
     /// The file's size.
     var size: UInt64 { file.size }
     /// Failed opens, writes and renames.
-    var errors: UInt64 { figures.errors }
-    /// Files begun because the bound was reached.
-    var rotations: UInt64 { figures.rotations }
-
-    /// The file being written: its descriptor (-1: none), size, header's size, and start.
-    private struct OpenFile {
-        var descriptor: Int32 = -1
-        var size: UInt64 = 0
-        var headerSize: UInt64 = 0
-        var startNanos: UInt64 = 0
-    }
-
-    /// Failed opens, writes and renames, and the last one's message (logged when it changes);
-    /// files begun because the bound was reached.
-    private struct Figures {
-        var errors: UInt64 = 0
-        var rotations: UInt64 = 0
-        var lastError: String?
-    }
+    var errors: UInt64 { file.errors }
 
     /// - Parameters:
     ///   - path: the log's path, as the operator gave it (for messages).
@@ -79,23 +56,14 @@ final class HistogramLogWriter {
         path: String, directory: LogDirectory, intervalNanos: UInt64 = 1_000_000_000, maxBytes: UInt64, startRealtimeNanos: UInt64,
         program: String, log: CollectorLog
     ) {
-        self.path = path
         self.intervalNanos = intervalNanos
-        self.directory = directory
-        name = LogDirectory.split(path).name
         self.maxBytes = maxBytes
-        self.program = program
-        self.log = log
+        file = HistogramLogFile(path: path, directory: directory, program: program, log: log)
         intervalStartNanos = startRealtimeNanos
-        _ = openNewFile()
+        _ = file.openNew(startNanos: intervalStartNanos)
     }
 
-    deinit { close() }
-
-    func close() {
-        if file.descriptor >= 0 { System.close(file.descriptor) }
-        file.descriptor = -1
-    }
+    func close() { file.close() }
 
     /// Writes the interval that ends at `snapshot` once `intervalNanos` have passed since the last.
     func writeIfDue(_ snapshot: Snapshot, nowNanos now: UInt64) {
@@ -134,12 +102,12 @@ final class HistogramLogWriter {
         intervals.sort { $0.tag < $1.tag }
         let estimate = intervals.reduce(0) { $0 + $1.tag.utf8.count + $1.encoded.utf8.count + 60 }
         var written = false
-        if !intervals.isEmpty, file.descriptor >= 0 || openNewFile() {
-            if file.size > file.headerSize, file.size + UInt64(estimate) > maxBytes {
-                close()
-                figures.rotations += 1
+        if !intervals.isEmpty, file.isOpen || file.openNew(startNanos: intervalStartNanos) {
+            if file.hasLines, file.size + UInt64(estimate) > maxBytes {
+                file.close()
+                rotations += 1
             }
-            if file.descriptor >= 0 || openNewFile() {
+            if file.isOpen || file.openNew(startNanos: intervalStartNanos) {
                 let startOffset = intervalStartNanos - file.startNanos
                 var text = ""
                 text.reserveCapacity(estimate)
@@ -148,7 +116,7 @@ final class HistogramLogWriter {
                         tag: interval.tag, startNanos: startOffset, lengthNanos: end - intervalStartNanos,
                         max: interval.histogram.max, encoded: interval.encoded)
                 }
-                written = append(text)
+                written = file.append(text)
             }
         }
         guard written || intervals.isEmpty else {
@@ -162,49 +130,5 @@ final class HistogramLogWriter {
             previous = previous.filter { liveSeries.contains($0.key) }
             tags = tags.filter { liveSeries.contains($0.key) }
         }
-    }
-
-    /// Moves the file at `path` aside to `PATH.1` and creates a new one there with its header, its
-    /// StartTime the start of the next interval. False (logged and counted) if it cannot: then
-    /// nothing was opened, and whatever is at `path` (not a file of ours) is where it was.
-    private func openNewFile() -> Bool {
-        close()
-        do {
-            try directory.moveAside(name, to: name + ".1")
-            // Something planted at `path` since the move makes this create fail: it is never opened.
-            file.descriptor = try directory.create(name)
-        } catch {
-            return fail("\(error)")
-        }
-        file.size = 0
-        file.startNanos = intervalStartNanos
-        let header = HistogramLog.header(startRealtimeNanos: file.startNanos, program: program)
-        guard append(header) else { return false }
-        file.headerSize = file.size
-        return true
-    }
-
-    /// Writes `text` whole; false (logged and counted, the file closed) if it cannot.
-    private func append(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        do { try System.writeAll(file.descriptor, bytes) } catch {
-            close()
-            return fail("cannot write \(path): \(error)")
-        }
-        file.size += UInt64(bytes.count)
-        if figures.lastError != nil {
-            log("the latency log \(path) is written again")
-            figures.lastError = nil
-        }
-        return true
-    }
-
-    private func fail(_ message: String) -> Bool {
-        figures.errors += 1
-        if message != figures.lastError {
-            log("--hlog: \(message); the collector goes on, and tries again next interval", level: .error)
-        }
-        figures.lastError = message
-        return false
     }
 }

@@ -61,11 +61,8 @@ final class StateSaver: @unchecked Sendable {
         var files: [String: UInt64]
         /// Files left unread at start: never written over.
         let unreadable: Set<String>
-        /// The generation of the snapshot wanted, if one is, and when it may be tried again.
-        var pending: UInt64?
-        var retryAtNanos: UInt64 = 0
-        /// When bots were last looked at for expiry (a snapshot looks too).
-        var expiryCheckedNanos: UInt64 = rs_clock_precise_ns()
+        /// The snapshot wanted, when it may be tried, and when bots were last checked for expiry.
+        var schedule = SnapshotSchedule()
         /// What the log last said of a failure (to save under the primary name; to save at all),
         /// so each is logged once until it changes.
         var lastLoggedPrimaryProblem: String?
@@ -153,25 +150,18 @@ final class StateSaver: @unchecked Sendable {
             return (shared.inbox, shared.stopping)
         }
         for message in messages { take(message) }
-        if work.pending == nil, !stopping, now &- work.expiryCheckedNanos >= Self.expiryCheckNanos {
+        if !stopping, work.schedule.expiryCheckIsDue(nowNanos: now) {
             // A collector with few folds writes few snapshots: bots gone long enough expire all the same.
-            work.expiryCheckedNanos = now
             var content = work.content
             if !content.expire(nowSeconds: UInt64(time(nil)), afterSeconds: expirySeconds, present: work.present).isEmpty {
-                work.pending = work.files.values.max() ?? 1  // the newest journal is read after it, as ever
+                work.schedule.want(work.files.values.max() ?? 1)  // the newest journal is read after it, as ever
             }
         }
-        if let generation = work.pending, stopping || now >= work.retryAtNanos {
-            if writeSnapshot(generation: generation) {
-                work.pending = nil
-            } else {
-                work.retryAtNanos = now &+ Self.retryNanos
-            }
+        if let generation = work.schedule.due(nowNanos: now, stopping: stopping) {
+            work.schedule.tried(saved: writeSnapshot(generation: generation), nowNanos: now)
         }
         if stopping { return nil }
-        let later = rs_clock_precise_ns()
-        let expiryCheck = work.expiryCheckedNanos &+ Self.expiryCheckNanos &- min(work.expiryCheckedNanos &+ Self.expiryCheckNanos, later)
-        return min(expiryCheck, work.pending == nil ? .max : work.retryAtNanos &- min(work.retryAtNanos, later))
+        return work.schedule.waitNanos(nowNanos: rs_clock_precise_ns())
     }
 
     private func take(_ message: Message) {
@@ -190,15 +180,14 @@ final class StateSaver: @unchecked Sendable {
         case let .journal(name, generation):
             work.files[name] = generation
         case let .snapshot(generation):
-            work.pending = max(work.pending ?? 0, generation)
-            work.retryAtNanos = 0
+            work.schedule.want(generation)
         }
     }
 
     /// Writes a snapshot of everything, covering the journals before `generation`, and removes
     /// the files it supersedes. Returns whether it was saved.
     private func writeSnapshot(generation: UInt64) -> Bool {
-        work.expiryCheckedNanos = rs_clock_precise_ns()
+        work.schedule.checkedExpiry(nowNanos: rs_clock_precise_ns())
         let expired = work.content.expire(nowSeconds: UInt64(time(nil)), afterSeconds: expirySeconds, present: work.present)
         if !expired.isEmpty {
             log(
@@ -320,5 +309,46 @@ final class StateSaver: @unchecked Sendable {
             shared.stats.failing = true
         }
         return false
+    }
+}
+
+/// When the saver writes a snapshot: the generation wanted (a snapshot covers the journals
+/// before it), when a failed one may be tried again, and when bots were last checked for expiry
+/// (a snapshot checks too).
+struct SnapshotSchedule {
+    private var wanted: UInt64?
+    private var retryAtNanos: UInt64 = 0
+    private var expiryCheckedNanos: UInt64 = rs_clock_precise_ns()
+
+    /// A snapshot covering the journals before `generation` is wanted, now.
+    mutating func want(_ generation: UInt64) {
+        wanted = max(wanted ?? 0, generation)
+        retryAtNanos = 0
+    }
+
+    /// Whether bots are due to be checked for expiry with no snapshot wanted (then noted as checked).
+    mutating func expiryCheckIsDue(nowNanos now: UInt64) -> Bool {
+        guard wanted == nil, now &- expiryCheckedNanos >= StateSaver.expiryCheckNanos else { return false }
+        expiryCheckedNanos = now
+        return true
+    }
+
+    mutating func checkedExpiry(nowNanos now: UInt64) { expiryCheckedNanos = now }
+
+    /// The generation to write now, if a snapshot is wanted and may be tried (at once when stopping).
+    func due(nowNanos now: UInt64, stopping: Bool) -> UInt64? {
+        guard let wanted, stopping || now >= retryAtNanos else { return nil }
+        return wanted
+    }
+
+    /// A snapshot was tried: done when `saved`, else tried again after `StateSaver.retryNanos`.
+    mutating func tried(saved: Bool, nowNanos now: UInt64) {
+        if saved { wanted = nil } else { retryAtNanos = now &+ StateSaver.retryNanos }
+    }
+
+    /// How long the saver may wait: until the next expiry check, or the next try of a wanted snapshot.
+    func waitNanos(nowNanos now: UInt64) -> UInt64 {
+        let expiryCheck = expiryCheckedNanos &+ StateSaver.expiryCheckNanos
+        return min(expiryCheck &- min(expiryCheck, now), wanted == nil ? .max : retryAtNanos &- min(retryAtNanos, now))
     }
 }
