@@ -183,29 +183,56 @@ struct HouseRulesTests {
         #expect(offenders.isEmpty, "imports inside #if: \(offenders)")
     }
 
-    @Test("no part of the collector keeps more than 15 stored properties (plain value records excepted)")
+    /// A part is a class, or a struct that changes itself (a `mutating func`); a struct that does
+    /// not is a plain value record (the options, a snapshot's row). A part's stored properties
+    /// count those of the plain records nested in it (declared inside it, or in an extension of
+    /// it) that it stores: a bundle of fields its methods write is still its fields. A nested
+    /// part (one with its own mutating methods) keeps its fields to itself and counts once.
+    @Test("no part of the collector keeps more than 15 stored properties, its nested plain records' fields counted with its own")
     func smallParts() throws {
-        var large: [String] = []
+        var types: [String: (isClass: Bool, mutating: Bool, stored: [String?])] = [:]  // by qualified name
         for file in try swiftFiles(under: "Sources/RingsideCollector") {
-            // A class is a part; a struct is one when it changes itself (a `mutating func`), a plain
-            // value record (the options, a snapshot's row) otherwise.
-            var current: (name: String, isClass: Bool, stored: Int, mutating: Bool)?
+            var open: [(indent: Int, name: String?)] = []  // the declarations the line is inside
             for line in file.lines {
-                if let match = line.firstMatch(of: /^(?:\w+ )*(class|struct) (\w+)/) {
-                    current = (String(match.2), match.1 == "class", 0, false)
-                } else if line == "}", let type = current {
-                    if type.stored > 15, type.isClass || type.mutating { large.append("\(type.name) (\(type.stored))") }
-                    current = nil
-                } else if current != nil, line.contains(/^    (?:[\w()]+ )*mutating func\s/) {
-                    current!.mutating = true
-                } else if current != nil, line.contains(/^    (?:[\w()]+ )*(?:var|let) \w+/), !line.contains("static "),
-                    !isComputed(line)
+                let indent = line.prefix { $0 == " " }.count
+                if let match = line.firstMatch(of: /^ *(?:[\w()]+ )*(class|struct|enum|extension|protocol) (\w+)[^{]*\{$/) {
+                    while let last = open.last, last.indent >= indent { open.removeLast() }
+                    let kind = match.1
+                    let outer = kind == "extension" ? nil : open.last?.name
+                    let name = outer.map { "\($0).\(match.2)" } ?? String(match.2)
+                    if kind == "class" || kind == "struct" { types[name] = types[name] ?? (kind == "class", false, []) }
+                    open.append((indent, kind == "class" || kind == "struct" || kind == "extension" ? name : nil))
+                    continue
+                }
+                if line.trimmingPrefix(while: \.isWhitespace) == "}", let last = open.last, last.indent == indent {
+                    open.removeLast()
+                    continue
+                }
+                guard let last = open.last, let name = last.name, types[name] != nil, indent == last.indent + 4 else { continue }
+                if line.contains(/^ *(?:[\w()]+ )*mutating func\s/) {
+                    types[name]!.mutating = true
+                } else if let match = line.firstMatch(of: /^ *(?:[\w()@]+ )*(?:var|let) \w+\s*(?::\s*([\w.]+))?\s*(?:=\s*([\w.]+)[(<])?/),
+                    !line.contains("static "), !isComputed(line)
                 {
-                    current!.stored += 1
+                    types[name]!.stored.append((match.1 ?? match.2).map(String.init))
                 }
             }
         }
-        #expect(large.isEmpty, "parts over 15 stored properties: \(large)")
+        func count(_ name: String) -> Int {
+            types[name]!.stored.reduce(0) { sum, type in
+                guard let type, let nested = types["\(name).\(type)"], !nested.isClass, !nested.mutating else { return sum + 1 }
+                return sum + count("\(name).\(type)")
+            }
+        }
+        // Parts still over, their nested records not yet given behaviour of their own: the test
+        // fails when one grows, when another joins them, and when one is fixed (to strike it).
+        let knownLarge = ["RingDiscovery": 31, "DrainScheduler": 17]
+        let large = Dictionary(
+            uniqueKeysWithValues: types.keys.filter { types[$0]!.isClass || types[$0]!.mutating }.map { ($0, count($0)) }.filter {
+                $0.1 > 15
+            })
+        #expect(large == knownLarge, "parts over 15 stored properties, nested records' counted: \(large.sorted { $0.key < $1.key })")
+        #expect(types.count > 100, "the parser found \(types.count) types: it no longer reads the sources")
     }
 
     /// A property whose body opens before any initial value (`var count: Int { items.count }`).
