@@ -16,23 +16,70 @@ extension RingDiscovery {
     /// snapshot that shows them shows those too).
     struct Handed {
         var held: [String: RingFileIdentity] = [:]
-        var opened: [DiscoveryHandoff.FoundRing] = []
+        private(set) var opened: [DiscoveryHandoff.FoundRing] = []
         /// Rings opened, ever.
-        var opens: UInt64 = 0
+        private(set) var opens: UInt64 = 0
+
+        /// A ring opened this round (`ring`, its file `identity`): the name is the drain's now.
+        mutating func opened(_ ring: DiscoveryHandoff.FoundRing, identity: RingFileIdentity) {
+            held[ring.consumer.name] = identity
+            opened.append(ring)
+        }
+
+        /// An open is tried.
+        mutating func opening() { opens += 1 }
+
+        /// Marks the ring opened `index`th this round as holding its bot at the start (see
+        /// `DiscoveryHandoff.heldAtStart`).
+        mutating func holdAtStart(_ index: Int, _ holds: Bool) { opened[index].holdsAtStart = holds }
+
+        /// The rings opened this round, to hand to the drain; none after.
+        mutating func takeOpened() -> [DiscoveryHandoff.FoundRing] {
+            defer { opened.removeAll() }
+            return opened
+        }
     }
 
     /// Files found not ready within a second of their making, and since when (looked at every
     /// `beingMadeRetryNanos`, in turn, from `queue`, last at `lastNanos`).
     struct BeingMade {
-        var since: [String: UInt64] = [:]
-        var queue = NameQueue()
-        var lastNanos: UInt64 = 0
+        private(set) var since: [String: UInt64] = [:]
+        private var queue = NameQueue()
+        private var lastNanos: UInt64 = 0
+
+        /// `name` is being made since `time`: looked at again shortly.
+        mutating func note(_ name: String, since time: UInt64) {
+            since[name] = time
+            queue.push(name)
+        }
+
+        /// `name` is no longer being made (ready, refused for good, or gone).
+        mutating func done(_ name: String) { since[name] = nil }
+
+        /// The names due to be looked at again (every `beingMadeRetryNanos`, at most
+        /// `beingMadePerRound` a round unless `whole`).
+        mutating func takeDue(nowNanos now: UInt64, whole: Bool) -> [String] {
+            guard !queue.isEmpty, whole || now &- lastNanos >= RingDiscovery.beingMadeRetryNanos else { return [] }
+            lastNanos = now
+            var due: [String] = []
+            while whole || due.count < RingDiscovery.beingMadePerRound, let name = queue.pop() { due.append(name) }
+            return due
+        }
+
+        /// When the next names are due (nil: none waits).
+        var nextNanos: UInt64? { queue.isEmpty ? nil : lastNanos &+ RingDiscovery.beingMadeRetryNanos }
     }
 
     /// Rings found that wait for a descriptor, and whether the log said so (`logged`).
     struct DescriptorWait {
-        var names: Set<String> = []
+        private(set) var names: Set<String> = []
         var logged = false
+
+        /// `name` waits; returns whether it did not already.
+        mutating func wait(_ name: String) -> Bool { names.insert(name).inserted }
+
+        /// `name` waits no more; returns whether it did.
+        mutating func end(_ name: String) -> Bool { names.remove(name) != nil }
     }
 
     /// Names waiting to be looked at (`lstat`, then opened): those events named, and those of the
@@ -42,7 +89,25 @@ extension RingDiscovery {
         var urgent = NameQueue()
         var listed = NameQueue()
         var eventsLeft = false
-        var timed: [String: UInt64] = [:]
+        private(set) var timed: [String: UInt64] = [:]
+
+        /// `name` is to be looked at again at `time` (0: not at a time).
+        mutating func lookAgain(_ name: String, at time: UInt64) { timed[name] = time == 0 ? nil : time }
+
+        /// The names whose time came are urgent now.
+        mutating func releaseTimed(nowNanos now: UInt64) {
+            for (name, time) in timed where time <= now {
+                timed[name] = nil
+                urgent.push(name)
+            }
+        }
+
+        /// The next name to look at: those events named and those listed in turn (`turn`: how
+        /// many were taken this round), so that a flood of events does not keep a listing's names
+        /// (a bot among them) waiting, nor a long listing a new bot's event.
+        mutating func next(turn: Int) -> String? {
+            turn % 2 == 0 ? urgent.pop() ?? listed.pop() : listed.pop() ?? urgent.pop()
+        }
     }
 
     /// The listing under way (the directory read a step at a time, and the names it found);
@@ -51,15 +116,31 @@ extension RingDiscovery {
     /// whether one was asked for at once (`requested`: events lost, or discovery behind them).
     struct Listing {
         var underWay: (stream: System.DirectoryStream, seen: Set<String>)?
-        var looksAtRefused = true
-        var lastNanos: UInt64 = 0
+        private(set) var looksAtRefused = true
+        private(set) var lastNanos: UInt64 = 0
         var requested = true
         /// Listings begun, ever.
-        var rescans: UInt64 = 0
+        private(set) var rescans: UInt64 = 0
         /// What is wrong with the directory, said once (and once when it is right again).
-        var directoryProblem: String?
+        private(set) var directoryProblem: String?
         /// The first listing's names not looked at yet (nil once it ended and none is left).
         var start: StartNames? = StartNames()
+
+        /// A listing begins at `now` (`watching`: the directory is watched, so refused files
+        /// have events of their own unless events were lost).
+        mutating func begin(nowNanos now: UInt64, watching: Bool) {
+            looksAtRefused = requested || !watching
+            lastNanos = now
+            requested = false
+            rescans += 1
+            underWay = nil
+        }
+
+        /// What is wrong with the directory now; returns whether that changed (to be said).
+        mutating func found(directoryProblem problem: String?) -> Bool {
+            defer { directoryProblem = problem }
+            return problem != directoryProblem
+        }
     }
 
     /// The names the collector's first listing found that discovery has not looked at yet: their

@@ -137,7 +137,7 @@ final class RingDiscovery: @unchecked Sendable {
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
         func until(_ time: UInt64) -> UInt64 { time > now ? time - now : 0 }
         var sleep = until(scan.lastNanos &+ listingInterval)
-        if !being.queue.isEmpty { sleep = min(sleep, until(being.lastNanos &+ Self.beingMadeRetryNanos)) }
+        if let next = being.nextNanos { sleep = min(sleep, until(next)) }
         for time in pending.timed.values { sleep = min(sleep, until(time)) }
         if skippedShown.stale { sleep = min(sleep, until(skippedShown.lastNanos &+ showSpacingNanos)) }
         return sleep
@@ -156,34 +156,21 @@ final class RingDiscovery: @unchecked Sendable {
         if scan.requested || now &- scan.lastNanos >= listingInterval { startListing(nowNanos: now) }
         readEvents(whole: whole)
         continueListing(entries: whole ? .max : Self.entriesPerRound)
-        for (name, time) in pending.timed where time <= now {
-            pending.timed[name] = nil
-            pending.urgent.push(name)
-        }
+        pending.releaseTimed(nowNanos: now)
         if !descriptorWait.names.isEmpty, handoff.descriptorsInUse < takes.ringLimit {  // descriptors came free
             for name in descriptorWait.names { pending.urgent.push(name) }
         }
-        if !being.queue.isEmpty, whole || now &- being.lastNanos >= Self.beingMadeRetryNanos {
-            being.lastNanos = now
-            var count = 0
-            while whole || count < Self.beingMadePerRound, let name = being.queue.pop() {
-                pending.urgent.push(name)
-                count += 1
-            }
-        }
-        // Those events named and those listed in turn: a flood of events does not keep a
-        // listing's names (a bot among them) waiting, nor a long listing a new bot's event.
+        for name in being.takeDue(nowNanos: now, whole: whole) { pending.urgent.push(name) }
         let deadline = whole ? UInt64.max : rs_clock_precise_ns() &+ Self.roundNanos
         var looked = 0
-        while let name = looked % 2 == 0 ? pending.urgent.pop() ?? pending.listed.pop() : pending.listed.pop() ?? pending.urgent.pop() {
+        while let name = pending.next(turn: looked) {
             lookAtNotingStart(name, nowNanos: now)
             looked += 1
             if rs_clock_precise_ns() >= deadline { break }
         }
         sayWaiting()
         publish(nowNanos: now, now: whole)
-        handoff.post(found: handed.opened, start: takeStartChange())
-        handed.opened.removeAll()
+        handoff.post(found: handed.takeOpened(), start: takeStartChange())
         return pending.eventsLeft || scan.underWay != nil || !pending.urgent.isEmpty || !pending.listed.isEmpty
     }
 
@@ -202,7 +189,7 @@ final class RingDiscovery: @unchecked Sendable {
             // The drain said it in the log already.
             let state = (try? System.lstat(options.directory.filePath(for: name))).map(FileVersion.init)
             refused[name] = RefusedFile(state: state, problem: problem, quiet: false, retryAtNanos: now &+ letGo.retryNanos)
-            pending.timed[name] = now &+ letGo.retryNanos
+            pending.lookAgain(name, at: now &+ letGo.retryNanos)
             skippedShown.stale = true
         }
     }
@@ -210,23 +197,18 @@ final class RingDiscovery: @unchecked Sendable {
     /// Begins a listing of the directory (or of the rings `--ring` names; one under way begins
     /// again). Says when the directory is missing or unreadable, and watches it when it is not.
     private func startListing(nowNanos now: UInt64) {
-        scan.looksAtRefused = scan.requested || !watch.isWatching
-        scan.lastNanos = now
-        scan.requested = false
-        scan.rescans += 1
+        scan.begin(nowNanos: now, watching: watch.isWatching)
         let directory = options.directory
         let problem = directory.accessProblem()
-        if problem != scan.directoryProblem {
+        if scan.found(directoryProblem: problem) {
             log(
                 problem.map { "ring directory \(directory.path): \($0); waiting for it" }
                     ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
-            scan.directoryProblem = problem
         }
         if problem == nil {
             if !watch.isWatching { watch.watch(directory.path) }
             if !drainWakeup.watch.isWatching { drainWakeup.watch.watch(directory.path) }
         }
-        scan.underWay = nil
         guard takes.named.isEmpty else {
             for name in options.rings {
                 pending.listed.push(name)
@@ -324,7 +306,7 @@ final class RingDiscovery: @unchecked Sendable {
         let opened = handed.opened.count
         look(at: name, nowNanos: now)
         if handed.opened.count > opened {
-            handed.opened[opened].holdsAtStart = listed || scan.start?.listed == false
+            handed.holdAtStart(opened, listed || scan.start?.listed == false)
         } else if listed {
             scan.start?.change.settled.append(WorkerRing.botName(ofRing: name))
         }
@@ -375,18 +357,17 @@ final class RingDiscovery: @unchecked Sendable {
     /// Opens ring `name` as its consumer, within the descriptor budget, and hands it to the drain.
     private func open(_ name: String, state: FileVersion?, nowNanos now: UInt64) {
         guard handoff.descriptorsInUse + handed.opened.count < takes.ringLimit else {
-            if descriptorWait.names.insert(name).inserted { skippedShown.stale = true }
+            if descriptorWait.wait(name) { skippedShown.stale = true }
             return
         }
-        handed.opens += 1
+        handed.opening()
         do {
             let consumer = try RingConsumer(
                 name, directory: options.directory, allowedOwners: takes.allowedOwners, readsWeights: true,
                 drainIntervalNanos: DrainTiming.passBudgetNanos)
             let loggedProblem = refused[name]?.problem
             forget(name)
-            handed.held[name] = consumer.identity
-            handed.opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, loggedProblem: loggedProblem))
+            handed.opened(DiscoveryHandoff.FoundRing(consumer: consumer, loggedProblem: loggedProblem), identity: consumer.identity)
         } catch {
             refuse(name, error, state: state, nowNanos: now)
         }
@@ -398,7 +379,7 @@ final class RingDiscovery: @unchecked Sendable {
         if case .consumerAlive(_, let pid) = error, pid == getpid() {
             // This collector's own consumer of the file, let go by the drain a moment ago and not
             // closed yet: not a problem to show (what the drain said stays), only a retry.
-            pending.timed[name] = now &+ Self.retryNanos
+            pending.lookAgain(name, at: now &+ Self.retryNanos)
             return
         }
         var quiet = false
@@ -418,10 +399,9 @@ final class RingDiscovery: @unchecked Sendable {
             let since = being.since[name] ?? now
             let madeLately = being.since[name] != nil || (state.map(isRecent) ?? false)
             if let state, state.size > 0, madeLately, now &- since < Self.newFileNanos {
-                being.since[name] = since
-                being.queue.push(name)
+                being.note(name, since: since)
             } else {
-                being.since[name] = nil
+                being.done(name)
             }
         case .consumerAlive, .producerAlive, .unavailable, .system, .noSpace:
             retryAt = now &+ Self.retryNanos
@@ -434,9 +414,9 @@ final class RingDiscovery: @unchecked Sendable {
             if !quiet { refusalLog("skipping ring \(name): \(error)", level: .warn) }
             skippedShown.stale = true
         }
-        if descriptorWait.names.remove(name) != nil { skippedShown.stale = true }
+        if descriptorWait.end(name) { skippedShown.stale = true }
         refused[name] = refusal
-        if retryAt != 0 { pending.timed[name] = retryAt }
+        if retryAt != 0 { pending.lookAgain(name, at: retryAt) }
     }
 
     /// Whether a file's status changed within `newFileNanos` of now (CLOCK_REALTIME, as file times are).
@@ -448,9 +428,9 @@ final class RingDiscovery: @unchecked Sendable {
     /// Forgets what was known of `name` (its file is gone, or handed to the drain).
     private func forget(_ name: String) {
         if let known = refused.removeValue(forKey: name), !known.quiet { skippedShown.stale = true }
-        being.since[name] = nil
-        pending.timed[name] = nil
-        if descriptorWait.names.remove(name) != nil { skippedShown.stale = true }
+        being.done(name)
+        pending.lookAgain(name, at: 0)
+        if descriptorWait.end(name) { skippedShown.stale = true }
     }
 
     private func tellDrainChanged(_ name: String) { handoff.post(changed: name) }
