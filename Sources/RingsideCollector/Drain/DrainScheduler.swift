@@ -19,9 +19,22 @@ final class DrainScheduler {
     /// The rings in the lane watch's order, the tracker's version of its rings they were taken
     /// at, and whether a ring mapped new lanes (the watch is rebuilt at the next pass).
     private struct WatchedRings {
-        var rings: [TrackedRing] = []
-        var version: UInt64 = .max
-        var stale = false
+        private(set) var rings: [TrackedRing] = []
+        private var version: UInt64 = .max
+        private var stale = false
+
+        /// A ring mapped new lanes: the watch is rebuilt at the next pass.
+        mutating func lanesChanged() { stale = true }
+
+        /// Whether the watch must be rebuilt: rings came or went (the tracker's `version` moved), or mapped lanes.
+        func isOutdated(version: UInt64) -> Bool { stale || self.version != version }
+
+        /// The watch was rebuilt with `rings`, the tracker's at `version`.
+        mutating func rebuilt(_ rings: [TrackedRing], version: UInt64) {
+            self.rings = rings
+            self.version = version
+            stale = false
+        }
     }
     /// Per watched ring: visit it this pass; and whether a counter of it moved since the last
     /// look (counters write no records: the next snapshot reads its cells). And the rings the
@@ -119,7 +132,7 @@ final class DrainScheduler {
             pass.drained += drained.count
             if drained.count > 0 { ring.schedule.lastActiveNanos = now }
             guard !drained.letGo else { continue }  // its cursors were corrupt
-            if ring.consumer.laneCount != ring.schedule.watch.lanes { watched.stale = true }
+            if ring.consumer.laneCount != ring.schedule.watch.lanes { watched.lanesChanged() }
             // Only rings that drained lately have a rate: idle ones cost nothing here.
             if drained.count > 0 || ring.schedule.fill.isTiming,
                 let fill = ring.schedule.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now)
@@ -246,12 +259,12 @@ final class DrainScheduler {
     /// with lanes the watch did not have (with thousands of rings coming and going, a rebuild
     /// must not drop the visits a pass cut short left for the next).
     private func watchLanes() -> Bool {
-        guard watched.stale || watched.version != tracker.tracked.version else { return false }
+        guard watched.isOutdated(version: tracker.tracked.version) else { return false }
         var due = Set<ObjectIdentifier>()
         for index in followUps where index < watched.rings.count { due.insert(ObjectIdentifier(watched.rings[index])) }
         for (index, ring) in watched.rings.enumerated() where index < visit.count && visit[index] { due.insert(ObjectIdentifier(ring)) }
         let known = Set(watched.rings.map(ObjectIdentifier.init))
-        watched.rings = tracker.tracked.ordered
+        watched.rebuilt(tracker.tracked.ordered, version: tracker.tracked.version)
         laneWatch.watch(watched.rings.map(\.consumer))
         visit = watched.rings.map { ring in
             due.contains(ObjectIdentifier(ring)) || !known.contains(ObjectIdentifier(ring))
@@ -263,8 +276,6 @@ final class DrainScheduler {
             ring.schedule.watch.index = index
         }
         followUps.removeAll()
-        watched.version = tracker.tracked.version
-        watched.stale = false
         return true
     }
 }
