@@ -83,8 +83,12 @@ final class DrainScheduler {
         _ = watchLanes()
         passes &+= 1
         let rings = watched.rings
+        // A touched ring's file was written to (a lane added, by fallocate), opened or closed:
+        // its new lanes are looked for now, so that this visit drains them (and a visit of it left
+        // to the next pass, this one cut short), not a visit after the look that `observe` makes.
         for ring in touched where ring.schedule.watch.index < visit.count && rings[ring.schedule.watch.index] === ring {
             visit[ring.schedule.watch.index] = true
+            _ = ring.consumer.lookForNewLanes()
         }
         laneWatch.markMoved(&visit, counted: &counted)
         (lastLookNanos, lookNanos) = (lookNanos, rs_clock_precise_ns())
