@@ -83,10 +83,15 @@ struct NewSeriesBudgetTests {
             options.newSeriesNanos = 0
             let collector = try Collector(options: options, log: CapturedLog().log)
             var now = rs_clock_precise_ns()
+            // The next snapshot, time stepped as often as it takes: snapshots are spaced by their
+            // pace (`PublishPace`: ten times the last one's build, the drain thread's own time), so
+            // on a loaded machine a step of 100 ms may bring none.
             func publish(after step: UInt64) -> Snapshot {
-                now += step
                 let generation = collector.snapshot.generation
-                for _ in 0..<1_000 where collector.snapshot.generation == generation { collector.runPass(nowNanos: now) }
+                for _ in 0..<100 where collector.snapshot.generation == generation {
+                    now += step
+                    for _ in 0..<1_000 where collector.snapshot.generation == generation { collector.runPass(nowNanos: now) }
+                }
                 return collector.snapshot
             }
             // Admitted a ring at a time, as their registries are looked at (every 2 s here).
