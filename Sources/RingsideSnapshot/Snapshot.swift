@@ -12,7 +12,7 @@ package struct Snapshot: Sendable {
     package var generatedRealtimeNanos: UInt64 = 0
     /// CLOCK_REALTIME when its figures were last known to hold: when it was built, or later, when
     /// the collector found every ring still quiet (no record, no window to slide; a counter's
-    /// cells are looked at every 2 s then, or as the collector's `CellLookPace` allows). What its
+    /// cells are looked at every 2 s then, or as the collector's `CellSamplingPace` allows). What its
     /// age is told from.
     package var currentRealtimeNanos: UInt64 = 0
     /// Increases with every snapshot; exporters cache their text by it.

@@ -44,8 +44,8 @@ final class DrainScheduler {
     private var followUps: [Int] = []
     /// Once a second (`DrainTiming.livenessIntervalNanos`) the rings due a look are visited, and
     /// those whose files have lanes not mapped yet.
-    private var lastLookRoundNanos: UInt64 = 0
-    private var lastLaneCountLookNanos: UInt64 = 0
+    private var lastLivenessRoundNanos: UInt64 = 0
+    private var lastLaneCountCheckNanos: UInt64 = 0
     /// Passes so far: each begins its turns one ring further on.
     private var passes: UInt64 = 0
     /// Whether the last pass ran out of time before visiting every ring it meant to (or left an
@@ -58,8 +58,8 @@ final class DrainScheduler {
     /// none is filling), as of the last pass.
     private var soonestFillNanos = UInt64.max
     /// When this pass and the last looked at every lane's write cursor, and the gaps measured.
-    private var lookNanos: UInt64 = 0
-    private var lastLookNanos: UInt64 = 0
+    private var observedNanos: UInt64 = 0
+    private var lastObservedNanos: UInt64 = 0
     private(set) var gaps = DrainGaps()
 
     init(tracker: RingTracker) {
@@ -91,7 +91,7 @@ final class DrainScheduler {
             _ = ring.consumer.lookForNewLanes()
         }
         laneWatch.markMoved(&visit, counted: &counted)
-        (lastLookNanos, lookNanos) = (lookNanos, rs_clock_precise_ns())
+        (lastObservedNanos, observedNanos) = (observedNanos, rs_clock_precise_ns())
         var pass = Pass()
         for index in counted.indices where counted[index] {
             counted[index] = false
@@ -100,15 +100,15 @@ final class DrainScheduler {
         }
         for index in followUps where index < visit.count { visit[index] = true }
         followUps.removeAll(keepingCapacity: true)
-        if !sweep, now &- lastLookRoundNanos >= DrainTiming.livenessIntervalNanos {
-            lastLookRoundNanos = now
+        if !sweep, now &- lastLivenessRoundNanos >= DrainTiming.livenessIntervalNanos {
+            lastLivenessRoundNanos = now
             markRingsDueALook(rings, nowNanos: now)
         }
         // A lane a bot adds long after it attached (a thread's first record after a warm-up) is
         // drained within a second, not at the bot's next look (every 30 s for a quiet one) when
         // nothing else brought it in (inotify's event for the file's growth did not, in a burst).
-        if now &- lastLaneCountLookNanos >= DrainTiming.livenessIntervalNanos {
-            lastLaneCountLookNanos = now
+        if now &- lastLaneCountCheckNanos >= DrainTiming.livenessIntervalNanos {
+            lastLaneCountCheckNanos = now
             laneWatch.markLanesAdded(&visit)
         }
         // The rings that cost least come first, those that wrote invalid records last; a pass
@@ -146,7 +146,7 @@ final class DrainScheduler {
             // Liveness and drop logging cost system calls: asked as often as `livenessInterval`
             // says (a forced pass looks now).
             let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
-            if forced || ring.isLookDue(nowNanos: now, interval: interval) {
+            if forced || ring.isObservationDue(nowNanos: now, interval: interval) {
                 pass.changed = tracker.observe(ring, nowNanos: now) || pass.changed
             }
             // A bot attached moments ago may be adding its first lanes after the file event that
@@ -180,7 +180,7 @@ final class DrainScheduler {
         if drained > 0, filling {
             let watch = ring.schedule.watch
             let sinceItsDrain = watch.visitedPass == passes &- 1 || watch.leftOverPass == passes &- 1
-            let caughtUp = sinceItsDrain ? watch.visitedNanos : lastLookNanos
+            let caughtUp = sinceItsDrain ? watch.visitedNanos : lastObservedNanos
             if caughtUp != 0, caughtUp <= visit { gaps.record(visit - caughtUp, atNanos: now) }
         }
         ring.schedule.watch.visitedPass = passes
@@ -218,7 +218,7 @@ final class DrainScheduler {
         var idleLooks = (rings.count + rounds - 1) / rounds
         for (index, ring) in rings.enumerated() where index < visit.count && !visit[index] {
             let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
-            guard ring.isLookDue(nowNanos: now, interval: interval) else { continue }
+            guard ring.isObservationDue(nowNanos: now, interval: interval) else { continue }
             if interval == DrainTiming.idleLivenessIntervalNanos {
                 guard idleLooks > 0 else { continue }
                 idleLooks -= 1

@@ -55,7 +55,7 @@ enum DrainTiming {
     static let recentNanos: UInt64 = 10_000_000_000
     /// A read is due this much early: a ring read late in one round (a pass cut short) is still
     /// due in the next, not one round later.
-    static let lookSlackNanos: UInt64 = 50_000_000
+    static let livenessSlackNanos: UInt64 = 50_000_000
     /// A ring where nothing moved has its status read again this often all the same.
     static let quietStatusNanos: UInt64 = 10_000_000_000
     /// How long one reading of a process's state (stopped or not, `/proc/PID/stat`) serves

@@ -33,7 +33,7 @@ extension TrackedRing {
         mutating func observed(nowNanos now: UInt64) { lastObservedNanos = now }
 
         /// Its liveness to be asked in the next pass.
-        mutating func lookSoon() { lastObservedNanos = 0 }
+        mutating func observeSoon() { lastObservedNanos = 0 }
 
         /// Records drained or cells changed: the status is read again before it is shown.
         mutating func moved() { activitySinceStatus = true }

@@ -211,7 +211,7 @@ final class RingTracker {
         if touched.overflowed {
             // An open or a close may have been missed: every ring is looked at in the next pass.
             waiting.toReacquire.formUnion(released.keys)
-            for ring in tracked.ordered { ring.liveness.lookSoon() }
+            for ring in tracked.ordered { ring.liveness.observeSoon() }
             findings.sweep = true
         }
         for (name, kinds) in touched.events {

@@ -148,7 +148,7 @@ final class TrackedRing {
         precondition(file == nil && consumer.identity == identity, "reopened with another file")
         file = consumer
         schedule.reopened()
-        liveness.lookSoon()
+        liveness.observeSoon()
     }
 
     /// Marks it opened or closed just now (by us or another process): it is not released for a
@@ -176,8 +176,8 @@ final class TrackedRing {
 
     /// Whether its liveness is due to be asked, every `interval` (give or take a pass: a ring
     /// looked at late in one round is due in the next).
-    func isLookDue(nowNanos now: UInt64, interval: UInt64) -> Bool {
-        now &- liveness.lastObservedNanos &+ DrainTiming.lookSlackNanos >= interval
+    func isObservationDue(nowNanos now: UInt64, interval: UInt64) -> Bool {
+        now &- liveness.lastObservedNanos &+ DrainTiming.livenessSlackNanos >= interval
     }
 
     func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {

@@ -173,7 +173,7 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         ledger.refusals = ledger.refusals.filter { named.contains($0.target) }
         ledger.totals = ledger.totals.filter { new.names.allRings[$0.key] != nil }
         let bots = Set(new.names.allRings.values)
-        ledger.said = ledger.said.filter { bots.contains($0.bot) }
+        ledger.logged = ledger.logged.filter { bots.contains($0.bot) }
         ledger.judged = [:]
         followed.orderStale = true
     }
@@ -357,14 +357,14 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     // MARK: - Refusals
 
     private typealias Refusal = RefusalLedger.Refusal
-    private typealias SaidRefusal = RefusalLedger.SaidRefusal
+    private typealias LoggedRefusal = RefusalLedger.LoggedRefusal
 
     /// Counts a refusal of `ring`'s process or `lane` once while it stays a target, and says `why`
     /// in the log once for the ring's bot and `reason`.
     private func refuse(_ ring: ThreadHealthTargets.Ring, lane: ThreadHealthTargets.Lane?, _ reason: ThreadHealthRefusal, _ why: String) {
         guard ledger.refusals.insert(Refusal(target: .init(ring, lane: lane), reason: reason)).inserted else { return }
         ledger.totals[ring.name, default: [:]][reason, default: 0] += 1
-        guard ledger.said.insert(SaidRefusal(bot: ring.bot, reason: reason)).inserted else { return }
+        guard ledger.logged.insert(LoggedRefusal(bot: ring.bot, reason: reason)).inserted else { return }
         log(
             "thread sampling: \(why): not read (counted in ringside_thread_health_refused_total{reason=\"\(reason.rawValue)\"}; "
                 + "said once for bot \(ring.bot))", level: .warn)
@@ -422,8 +422,8 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     }
 
     private func sayUnreadable(_ reason: String) {
-        guard !setAside.saidUnreadable else { return }
-        setAside.saidUnreadable = true
+        guard !setAside.loggedUnreadable else { return }
+        setAside.loggedUnreadable = true
         log(
             "thread sampling: \(reason); such threads are not sampled (counted in ringside_collector_thread_sampler_unreadable)",
             level: .warn)

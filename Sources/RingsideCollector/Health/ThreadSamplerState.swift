@@ -25,7 +25,7 @@ struct SetAsideTargets {
     /// The earliest of those times.
     var nextRetryNanos = UInt64.max
     /// Whether the log said that a file could not be read (once: thousands of threads may not be).
-    var saidUnreadable = false
+    var loggedUnreadable = false
 }
 
 /// What the thread sampler refused: each target once while it stays one; the counts by ring,
@@ -51,14 +51,14 @@ struct RefusalLedger {
         var reason: ThreadHealthRefusal
     }
 
-    struct SaidRefusal: Hashable {
+    struct LoggedRefusal: Hashable {
         var bot: String
         var reason: ThreadHealthRefusal
     }
 
     var refusals = Set<Refusal>()
     var totals: [String: [ThreadHealthRefusal: UInt64]] = [:]
-    var said = Set<SaidRefusal>()
+    var logged = Set<LoggedRefusal>()
     var judged: [Int32: UInt32] = [:]
 }
 
