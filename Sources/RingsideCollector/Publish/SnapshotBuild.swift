@@ -108,10 +108,10 @@ struct QuietRounds<Ring: AnyObject> {
     /// Whether the last publish found every ring quiet.
     var wasQuiet = false
 
-    /// Begins a round of `rings()` when none is under way and the last began at least `interval`
-    /// ago.
-    mutating func beginIfDue(nowNanos now: UInt64, interval: UInt64, rings: () -> [Ring]) {
-        guard next >= self.rings.count, now &- begunNanos >= interval else { return }
+    /// Begins a round of `rings()` when none is under way and the last began at least `least`
+    /// ago, and `interval()` (asked only then: it walks every ring).
+    mutating func beginIfDue(nowNanos now: UInt64, least: UInt64, interval: () -> UInt64, rings: () -> [Ring]) {
+        guard next >= self.rings.count, now &- begunNanos >= least, now &- begunNanos >= interval() else { return }
         begunNanos = now
         self.rings = rings()
         next = 0

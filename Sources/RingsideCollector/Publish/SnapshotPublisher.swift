@@ -93,9 +93,8 @@ final class SnapshotPublisher<Feed: SeriesFeed> {
                 // collector's own figures (the pass /health looks at) are brought up to date, and
                 // now and then the rings' cells and registries sampled (counters write no records).
                 published.update(stats, currentRealtimeNanos: rs_clock_realtime_ns())
-                quiet.beginIfDue(nowNanos: now, interval: max(Self.quietSampleNanos, feed.cellSampleIntervalNanos())) {
-                    feed.everyRing
-                }
+                quiet.beginIfDue(
+                    nowNanos: now, least: Self.quietSampleNanos, interval: { feed.cellSampleIntervalNanos() }, rings: { feed.everyRing })
                 if sampleQuietRings(nowNanos: now, until: rs_clock_precise_ns() &+ Self.sliceNanos) { hasChanges = true }
             } else if forced || pending == nil {
                 quiet.end()  // the publish samples every ring due
