@@ -35,8 +35,12 @@ let package = Package(
         .target(name: "RingsideAggregation"),
         /// A small HTTP/1.1 server on POSIX sockets, and a client for one request at a time (the
         /// OTLP exporter's); their calls made through RingsideSystem. The server speaks TLS and
-        /// checks passwords as exporter-toolkit's web configuration file says (`--web-config-file`).
-        .target(name: "RingsideHTTP", dependencies: ["RingsideSystem", "RingsideHTTPClient", "COpenSSL", "CCrypt"]),
+        /// checks passwords as exporter-toolkit's web configuration file says (`--web-config-file`),
+        /// counting what it refused in the snapshot's own type (RingsideSnapshot's
+        /// `WebSecurityStats`; RingsideSnapshot never imports this module, so the tools that read
+        /// snapshots do not link OpenSSL).
+        .target(
+            name: "RingsideHTTP", dependencies: ["RingsideSnapshot", "RingsideSystem", "RingsideHTTPClient", "COpenSSL", "CCrypt"]),
         /// A plain-HTTP client (and the sockets it and the server use), without TLS: what the
         /// operator's tools link (`ringside-dump capture`), never OpenSSL.
         .target(name: "RingsideHTTPClient", dependencies: ["RingsideSystem"]),
@@ -165,7 +169,8 @@ let package = Package(
                 "RingsideBench", "CRingsideBench", "RingsideJSON", "RingsideCommandLine", "ringside-collector", "ringside-test-producer",
             ]),
         .testTarget(
-            name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideHTTPClient", "RingsideTestSupport", "RingsideSystem"]),
+            name: "RingsideHTTPTests",
+            dependencies: ["RingsideHTTP", "RingsideHTTPClient", "RingsideSnapshot", "RingsideTestSupport", "RingsideSystem"]),
         .testTarget(
             name: "RingsideTraceTests",
             dependencies: ["RingsideTrace", "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideTestSupport"]),

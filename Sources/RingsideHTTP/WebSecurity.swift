@@ -1,4 +1,5 @@
 import Glibc
+import RingsideSnapshot
 import RingsideSystem
 import Synchronization
 
@@ -31,30 +32,6 @@ package final class WebSecurity: Sendable {
         /// The files watched (the configuration and those it names, running and tried), as last seen.
         var seen: [String: FileVersion?]
         var nextCheck: Int64 = 0
-    }
-
-    /// What was refused and reloaded, since the server started.
-    package struct Counters: Sendable, Equatable {
-        /// Requests answered 401: without credentials (or not Basic), or with a wrong user or password.
-        package var authMissing: UInt64 = 0
-        package var authWrong: UInt64 = 0
-        /// Requests answered 429 unchecked: too many passwords from their address and user were
-        /// waiting for a check, or theirs waited too long (see `PasswordDesk`).
-        package var authThrottled: UInt64 = 0
-        /// Passwords checked with bcrypt: one a user's password (until the file changes), one a wrong one
-        /// (a wrong one asked again is refused without a check).
-        package var passwordChecks: UInt64 = 0
-        /// TLS handshakes that failed: bad or missing client certificates, plain HTTP on the TLS
-        /// port, clients that closed or went silent (the head timeout) mid-handshake.
-        package var handshakeFailures: UInt64 = 0
-        /// Changes of the files that loaded, and that did not (the running configuration stayed).
-        package var reloads: UInt64 = 0
-        package var reloadFailures: UInt64 = 0
-        /// Whether the last version read loaded.
-        package var lastReloadSucceeded = true
-        /// Whether TLS is on now, and how many users are configured.
-        package var tls = false
-        package var users = 0
     }
 
     private final class Figures: Sendable {
@@ -196,14 +173,14 @@ package final class WebSecurity: Sendable {
 
     // MARK: - From any thread
 
-    /// What was refused and reloaded so far.
-    package var counters: Counters {
-        var counters = Counters()
+    /// What was refused and reloaded since the server started, as the collector's snapshot carries it.
+    package var counters: WebSecurityStats {
+        var counters = WebSecurityStats()
         counters.authMissing = figures.authMissing.load(ordering: .relaxed)
         counters.authWrong = figures.authWrong.load(ordering: .relaxed)
         counters.authThrottled = figures.authThrottled.load(ordering: .relaxed)
         counters.passwordChecks = figures.passwordChecks.load(ordering: .relaxed)
-        counters.handshakeFailures = figures.handshakeFailures.load(ordering: .relaxed)
+        counters.tlsHandshakeFailures = figures.handshakeFailures.load(ordering: .relaxed)
         counters.reloads = figures.reloads.load(ordering: .relaxed)
         counters.reloadFailures = figures.reloadFailures.load(ordering: .relaxed)
         counters.lastReloadSucceeded = figures.lastReloadSucceeded.load(ordering: .relaxed)

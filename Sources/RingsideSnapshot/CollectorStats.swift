@@ -142,7 +142,7 @@ package struct RecorderStats: Sendable, Equatable {
 }
 
 /// What the HTTP listener's web configuration (`--web-config-file`) refused and reloaded since
-/// the collector started.
+/// the collector started: RingsideHTTP's `WebSecurity` counts it, the snapshot carries it.
 package struct WebSecurityStats: Sendable, Equatable {
     /// Requests answered 401: without credentials (or not Basic ones), and with a wrong user or password.
     package var authMissing: UInt64 = 0
@@ -153,7 +153,8 @@ package struct WebSecurityStats: Sendable, Equatable {
     /// Passwords checked with bcrypt (tens of milliseconds each): one per user until the file
     /// changes (verified ones are remembered), and one per wrong password.
     package var passwordChecks: UInt64 = 0
-    /// TLS handshakes that failed (bad or missing client certificates, plain HTTP, silent clients).
+    /// TLS handshakes that failed: bad or missing client certificates, plain HTTP on the TLS
+    /// port, clients that closed or went silent (the head timeout) mid-handshake.
     package var tlsHandshakeFailures: UInt64 = 0
     /// Changes of the file (or of a file it names) that loaded, and that were refused.
     package var reloads: UInt64 = 0, reloadFailures: UInt64 = 0

@@ -2,6 +2,7 @@ import RingsideSystem
 import Foundation
 import Glibc
 @testable import RingsideHTTP
+import RingsideSnapshot
 import RingsideTestSupport
 import Synchronization
 import Testing
@@ -105,7 +106,7 @@ struct PasswordFairnessTests {
     /// `scrapes` times, waiting up to 10 s for each answer. Nil when the tools are missing.
     func scrapeUnderFlood(
         _ attackers: [Attacker], scrapes: Int
-    ) throws -> (statuses: [Int?], summary: String, counters: WebSecurity.Counters)? {
+    ) throws -> (statuses: [Int?], summary: String, counters: WebSecurityStats)? {
         guard let fixtures = try TLSFixtures.make() else { return nil }
         defer { fixtures.remove() }
         let config =

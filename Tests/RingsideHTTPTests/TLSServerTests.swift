@@ -63,7 +63,7 @@ struct TLSServerTests {
             #expect(served.status == 200 && served.body == "ok\n")
             // The server closes it: the read sees the end of the stream, with nothing sent.
             #expect(silent.readUntilServerCloses() == 0)
-            #expect(eventually(seconds: 10) { security.counters.handshakeFailures == 1 })
+            #expect(eventually(seconds: 10) { security.counters.tlsHandshakeFailures == 1 })
         }
     }
 
@@ -78,7 +78,7 @@ struct TLSServerTests {
             let response = try client.readResponse()
             #expect(response.status == 400 && response.text.contains("use https://"))
             #expect(response.header("Connection") == "close")
-            #expect(security.counters.handshakeFailures == 1)
+            #expect(security.counters.tlsHandshakeFailures == 1)
         }
     }
 

@@ -302,7 +302,7 @@ struct Listener {
             quick: endpoints.quick, handler: endpoints.render)
         try server.start()
         self.security = security
-        if let security { endpoints.figures.setWebSecuritySource { WebSecurityStats(security.counters) } }
+        if let security { endpoints.figures.setWebSecuritySource { security.counters } }
     }
 
     func announce(directory: String, log: CollectorLog) {
@@ -462,21 +462,4 @@ extension CollectorDaemon {
 /// (`--max-series-bytes`) counts what the collector holds, not what the allocator keeps.
 private func returnLargeBlocksToTheSystem() {
     System.mapBlocksOnTheirOwn(atLeast: 1 << 20)
-}
-
-extension WebSecurityStats {
-    /// The listener's counters, as the snapshot carries them.
-    init(_ counters: WebSecurity.Counters) {
-        self.init()
-        authMissing = counters.authMissing
-        authWrong = counters.authWrong
-        authThrottled = counters.authThrottled
-        passwordChecks = counters.passwordChecks
-        tlsHandshakeFailures = counters.handshakeFailures
-        reloads = counters.reloads
-        reloadFailures = counters.reloadFailures
-        lastReloadSucceeded = counters.lastReloadSucceeded
-        tls = counters.tls
-        users = counters.users
-    }
 }
