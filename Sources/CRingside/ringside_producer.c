@@ -2105,15 +2105,10 @@ static size_t rsp_append_number(char *buffer, size_t used, size_t size, long lon
     return rsp_append(buffer, used, size, text);
 }
 
-/** Points a producer at nothing: every call on it then writes nothing (its sample arrays stay). */
+/** Points a producer at nothing: every call on it then writes nothing. Its sample arrays stay
+    (the bot's views own them); every pointer into the file, which is let go of, is NULL. */
 static void rsp_producer_write_nothing(rs_producer *p) {
-    p->records = NULL;
-    p->write_cursor = NULL;
-    p->read_cursor = NULL;
-    p->dropped_total = NULL;
-    p->heartbeat_ns = NULL;
-    p->cells = NULL;
-    p->shared = NULL;
+    *p = (rs_producer){.sample_countdown = p->sample_countdown, .sample_every = p->sample_every, .sampling = p->sampling};
 }
 
 /**
