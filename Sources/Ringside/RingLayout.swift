@@ -4,23 +4,23 @@ import CRingside
 /// never from the file directly, so a value another process changes later cannot mislead us.
 /// The three free choices (lane capacity, registry capacity, lanes) fix the rest
 /// (`rs_geometry_of` in `ringside.h`).
-struct RingLayout: Equatable, Sendable {
-    let capacityLog2: UInt32
-    let registryCapacity: UInt32
-    let maxLanes: UInt32
+package struct RingLayout: Equatable, Sendable {
+    package let capacityLog2: UInt32
+    package let registryCapacity: UInt32
+    package let maxLanes: UInt32
 
     /// Records one lane holds.
-    var capacity: UInt64 { 1 << UInt64(capacityLog2) }
+    package var capacity: UInt64 { 1 << UInt64(capacityLog2) }
     private var geometry: rs_geometry { rs_geometry_of(capacityLog2, registryCapacity) }
-    var registryOffset: Int { Int(geometry.registry_offset) }
-    var cellsOffset: Int { Int(geometry.cells_offset) }
+    package var registryOffset: Int { Int(geometry.registry_offset) }
+    package var cellsOffset: Int { Int(geometry.cells_offset) }
     /// Where lane 0 starts; also the size of the part mapped before any lane.
-    var lanesOffset: Int { Int(geometry.lanes_offset) }
-    var laneSize: Int { Int(geometry.lane_size) }
+    package var lanesOffset: Int { Int(geometry.lanes_offset) }
+    package var laneSize: Int { Int(geometry.lane_size) }
     /// Where a lane's gather cells start, from the lane's own start.
-    var laneGatherOffset: Int { Int(geometry.lane_gather_offset) }
+    package var laneGatherOffset: Int { Int(geometry.lane_gather_offset) }
     /// Where a lane's records start, from the lane's own start.
-    var laneRecordsOffset: Int { Int(geometry.lane_records_offset) }
+    package var laneRecordsOffset: Int { Int(geometry.lane_records_offset) }
 
     /// The file's least size with `lanes` lanes.
     func fileSize(lanes: Int) -> Int { lanesOffset + lanes * laneSize }
@@ -44,7 +44,7 @@ struct RingLayout: Equatable, Sendable {
 
     /// The layout a header describes, checked field by field against the format and the file's
     /// size (which must hold at least the part before the lanes).
-    init(validating header: rs_header, fileSize: Int) throws(RingCorruption) {
+    package init(validating header: rs_header, fileSize: Int) throws(RingCorruption) {
         guard header.magic == RS_MAGIC else { throw .badMagic(header.magic) }
         guard (RS_FORMAT_VERSION_MIN...RS_FORMAT_VERSION).contains(header.version) else { throw .unsupportedVersion(header.version) }
         try Self.expect("header_size", UInt64(header.header_size), equals: UInt64(RS_HEADER_SIZE))

@@ -67,24 +67,21 @@ func parseHeader(_ bytes: [UInt8]) -> rs_header {
     return header
 }
 
-/// A valid bot file's bytes and what the test knows about it (its layout, from its own header).
+/// A valid bot file's bytes and what the test knows about it: its layout, as the reader validates
+/// its own header.
 struct BaseRing {
     let label: String
     let bytes: [UInt8]
     let header: rs_header
+    let layout: RingLayout
     let metricCount: Int
 
-    var capacity: UInt64 { 1 << UInt64(header.capacity_log2) }
-    var registryCapacity: Int { Int(header.registry_capacity) }
+    var registryCapacity: Int { Int(layout.registryCapacity) }
     var lanes: Int { Int(header.lanes_allocated) }
-    var registryOffset: Int { Int(header.registry_offset) }
-    var cellsOffset: Int { Int(header.cells_offset) }
-    var lanesOffset: Int { Int(header.lanes_offset) }
-    var laneSize: Int { Int(header.lane_size) }
-    func laneStart(_ lane: Int) -> Int { lanesOffset + lane * laneSize }
-    func entryStart(_ index: Int) -> Int { registryOffset + index * Int(RS_REGISTRY_ENTRY_SIZE) }
+    func laneStart(_ lane: Int) -> Int { layout.lanesOffset + lane * layout.laneSize }
+    func entryStart(_ index: Int) -> Int { layout.registryOffset + index * Int(RS_REGISTRY_ENTRY_SIZE) }
     func recordStart(lane: Int, cursor: UInt64) -> Int {
-        laneStart(lane) + Int(header.lane_records_offset) + Int(cursor & (capacity - 1)) * Int(RS_RECORD_SIZE)
+        laneStart(lane) + layout.laneRecordsOffset + Int(cursor & (layout.capacity - 1)) * Int(RS_RECORD_SIZE)
     }
 }
 
@@ -158,10 +155,11 @@ func makeBase(
     }
     let bytes = readFile(ringPath)
     let header = parseHeader(bytes)
-    guard (RS_FORMAT_VERSION_MIN...RS_FORMAT_VERSION).contains(header.version) else {
-        usage("base \(label) is not a file of versions \(RS_FORMAT_VERSION_MIN) to \(RS_FORMAT_VERSION)")
+    let layout: RingLayout
+    do { layout = try RingLayout(validating: header, fileSize: bytes.count) } catch {
+        usage("base \(label) is not a valid bot file: \(error)")
     }
-    return BaseRing(label: label, bytes: bytes, header: header, metricCount: Int(header.metric_count))
+    return BaseRing(label: label, bytes: bytes, header: header, layout: layout, metricCount: Int(header.metric_count))
 }
 
 // MARK: - Mutations
@@ -412,7 +410,7 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
         list.append(judged("lanes_allocated = \(label) (\(value))") { write(&$0, lanesAllocatedField, value) })
     }
     if base.lanes < Int(base.header.max_lanes) {
-        let laneSize = base.laneSize, lanes = UInt64(base.lanes)
+        let laneSize = base.layout.laneSize, lanes = UInt64(base.lanes)
         list.append(
             Mutation(description: "a zeroed lane appended and allocated", expectation: .readable) {
                 $0 += [UInt8](repeating: 0, count: laneSize)
@@ -426,7 +424,7 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
             })
         var sound = garbage
         store(&sound, readCursorField.offset, UInt64(7))
-        store(&sound, writeCursorField.offset, UInt64(7) + base.capacity)
+        store(&sound, writeCursorField.offset, UInt64(7) + base.layout.capacity)
         list.append(
             Mutation(description: "a lane of random bytes with sound cursors appended and allocated", expectation: .readable) {
                 [sound] bytes in
@@ -439,15 +437,15 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
         let start = base.laneStart(lane)
         let read0 = read(bytes, readCursorField, at: start), write0 = read(bytes, writeCursorField, at: start)
         var pairs: [(String, UInt64, UInt64)] = [
-            ("read > write", write0 + 1, write0), ("write - read = capacity + 1", read0, read0 + base.capacity + 1),
-            ("write - read = capacity", read0, read0 + base.capacity), ("read = write", write0, write0),
+            ("read > write", write0 + 1, write0), ("write - read = capacity + 1", read0, read0 + base.layout.capacity + 1),
+            ("write - read = capacity", read0, read0 + base.layout.capacity), ("read = write", write0, write0),
             ("both huge, equal", .max, .max), ("both huge, 5 apart", .max - 5, .max), ("write huge", read0, .max),
             ("read huge", .max, write0), ("write 0", read0, 0), ("read 0", 0, write0),
             ("shifted by 2^63", read0 &+ (1 << 63), write0 &+ (1 << 63)),
         ]
         for _ in 0..<4 {
             let r = rng.next()
-            pairs.append(("random", r, r &+ rng.next() % (2 * base.capacity + 2)))
+            pairs.append(("random", r, r &+ rng.next() % (2 * base.layout.capacity + 2)))
         }
         for (label, read, write) in pairs {
             list.append(
@@ -477,7 +475,7 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
     }
     // The metric cells: any gauge value (NaN and infinities included), set or not, any unlaned count.
     for metric in Set([0, 2, base.metricCount - 1]) where metric >= 0 && metric < base.registryCapacity {
-        let cell = base.cellsOffset + metric * Int(RS_METRIC_CELL_SIZE)
+        let cell = base.layout.cellsOffset + metric * Int(RS_METRIC_CELL_SIZE)
         for field in metricCellFields {
             var values = interestingValues(original: read(bytes, field, at: cell), width: 8, rng: &rng)
             if field.name == "gauge_bits" {
@@ -616,10 +614,10 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
     // the file grows by whole lanes, and a lane being added makes it longer than its count says).
     for (label, size) in [
         ("empty", 0), ("1 byte", 1), ("half a header", 2048), ("the header only", 4096),
-        ("one byte before the lanes", base.lanesOffset - 1), ("up to the lanes", base.lanesOffset),
-        ("one byte short", bytes.count - 1), ("half a lane short", bytes.count - base.laneSize / 2),
+        ("one byte before the lanes", base.layout.lanesOffset - 1), ("up to the lanes", base.layout.lanesOffset),
+        ("one byte short", bytes.count - 1), ("half a lane short", bytes.count - base.layout.laneSize / 2),
         ("one byte long", bytes.count + 1), ("a record long", bytes.count + 32),
-        ("a lane long", bytes.count + base.laneSize), ("doubled", bytes.count * 2),
+        ("a lane long", bytes.count + base.layout.laneSize), ("doubled", bytes.count * 2),
     ] where size >= 0 {
         list.append(
             judged("file size \(label) (\(size) bytes)") {
@@ -634,16 +632,16 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
 func randomMutation(_ base: BaseRing, rng: inout SplitMix64) -> Mutation {
     let size = base.bytes.count
     var regions: [(String, Range<Int>)] = [
-        ("header", 0..<MemoryLayout<rs_header>.size), ("registry", base.registryOffset..<base.cellsOffset),
-        ("metric cells", base.cellsOffset..<base.lanesOffset), ("anywhere", 0..<size),
+        ("header", 0..<MemoryLayout<rs_header>.size), ("registry", base.layout.registryOffset..<base.layout.cellsOffset),
+        ("metric cells", base.layout.cellsOffset..<base.layout.lanesOffset), ("anywhere", 0..<size),
     ]
     if base.lanes > 0 {
         let lane = Int(rng.next() % UInt64(base.lanes))
         let start = base.laneStart(lane)
         regions += [
             ("lane \(lane) header", start..<(start + Int(RS_LANE_HEADER_SIZE))),
-            ("lane \(lane) cells", (start + Int(RS_LANE_HEADER_SIZE))..<(start + Int(base.header.lane_records_offset))),
-            ("lane \(lane) records", (start + Int(base.header.lane_records_offset))..<(start + base.laneSize)),
+            ("lane \(lane) cells", (start + Int(RS_LANE_HEADER_SIZE))..<(start + base.layout.laneRecordsOffset)),
+            ("lane \(lane) records", (start + base.layout.laneRecordsOffset)..<(start + base.layout.laneSize)),
         ]
     }
     switch rng.next() % 6 {
