@@ -59,6 +59,20 @@ extension EmitBenchmark {
             dropped: drops() &- droppedBefore)
     }
 
+    /// `timedRound` of a call given the index of its value: `first`, then one more each call (the
+    /// call masks it into its values). Inlined with its closure, as `timedRound`.
+    @inline(__always)
+    static func timedRound(
+        _ buffer: UnsafeMutableBufferPointer<UInt32>, _ timing: RoundTiming, from first: Int = 0, drops: () -> UInt64,
+        eachValue call: (Int) -> Void
+    ) -> RoundSample {
+        var v = first
+        return timedRound(buffer, timing, drops: drops) {
+            call(v)
+            v &+= 1
+        }
+    }
+
     /// One round of a row on `threads` threads at once: this one and `threads - 1` started for the
     /// round, each timing itself with `round` (given its index and a buffer of its own).
     static func concurrentRound(

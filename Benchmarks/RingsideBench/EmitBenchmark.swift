@@ -254,50 +254,35 @@ package enum EmitBenchmark {
         var sink: UInt64 = 0
         defer { blackhole = sink }
 
-        // Each closure keeps its own value index, so each row's call sits in its own loop, as in a bot.
+        // Each row's round keeps its own value index (timedRound(eachValue:)), so each row's call sits in its own
+        // loop, as in a bot.
         let rows: [Row] = [
             Row(name: "ringside.record", consumerMode: .rings) {
-                var v = 0
-                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
-                    record.record(values[v])
-                    v &+= 1
-                }
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { record.record(values[$0]) }
             },
             Row(name: "ringside.record.signed", consumerMode: .rings) {
                 // ringside.record's loop, each value a Double into a signed histogram of hundredths:
                 // rounded to its step (rint) and stored in offset binary (VALUES in ringside.h).
-                var v = 0
-                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
-                    signedRecord.record(slippages[v & (LatencyValues.count - 1)])
-                    v &+= 1
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
+                    signedRecord.record(slippages[$0 & (LatencyValues.count - 1)])
                 }
             },
             Row(name: "ringside.record.sampled", consumerMode: .rings) {
                 // ringside.record's loop into a full lane that samples: each call reads the consumer's
                 // cursor and is gathered into its gather cell (1 in 32,768 written, or dropped).
-                var v = 0
-                return withExtendedLifetime(sampledReader) {
-                    timedRound(buffer, timing, drops: { sampledBot.currentThreadLane.recordsDropped }) {
-                        sampledRecord.record(values[v])
-                        v &+= 1
-                    }
+                withExtendedLifetime(sampledReader) {
+                    timedRound(buffer, timing, drops: { sampledBot.currentThreadLane.recordsDropped }) { sampledRecord.record(values[$0]) }
                 }
             },
             Row(name: "ringside.record.exemplar", consumerMode: .rings) {
                 // ringside.record's loop, each value with an exemplar (order_id=A17: two slots a record).
-                var v = 0
-                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
-                    record.record(values[v], exemplar: exemplar)
-                    v &+= 1
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
+                    record.record(values[$0], exemplar: exemplar)
                 }
             },
             Row(name: "ringside.record.worker", consumerMode: .rings) {
                 // ringside.record's loop, into this process's own file as a worker of the bot.
-                var v = 0
-                return timedRound(buffer, timing, drops: { worker.currentThreadLane.recordsDropped }) {
-                    workerRecord.record(values[v])
-                    v &+= 1
-                }
+                timedRound(buffer, timing, drops: { worker.currentThreadLane.recordsDropped }) { workerRecord.record(values[$0]) }
             },
             Row(name: "ringside.counter", consumerMode: .rings) {
                 timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { counter.increment() }
@@ -307,11 +292,7 @@ package enum EmitBenchmark {
                 timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { fractionalCounter.increment(by: 0.37) }
             },
             Row(name: "ringside.gauge", consumerMode: .rings) {
-                var v = 0
-                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
-                    gauge.set(Double(values[v]))
-                    v &+= 1
-                }
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { gauge.set(Double(values[$0])) }
             },
             Row(name: "ringside.span", consumerMode: .rings) {
                 timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { span.startTiming().stop() }
@@ -323,11 +304,7 @@ package enum EmitBenchmark {
             },
             Row(name: "ringside.record.4threads", consumerMode: .rings) {
                 concurrentRound(threads: botThreads, buffer, timing, drops: botDropped) { thread, buffer in
-                    var v = thread * 1024
-                    return timedRound(buffer, timing, drops: { 0 }) {
-                        botRecord.record(values[v])
-                        v &+= 1
-                    }
+                    timedRound(buffer, timing, from: thread * 1024, drops: { 0 }) { botRecord.record(values[$0]) }
                 }
             },
             Row(name: "c.floor", consumerMode: .rings) {
@@ -363,21 +340,17 @@ package enum EmitBenchmark {
                 onMonotonicSpans { cSpanRound(&floor, buffer, timing) }
             },
             Row(name: "unix-dgram", consumerMode: .datagrams) {
-                var v = 0
-                return timedRound(buffer, timing, drops: { sendFailures }) {
+                timedRound(buffer, timing, drops: { sendFailures }) { v in
                     datagram.storeBytes(of: rs_clock_coarse_ns(), as: UInt64.self)
                     datagram.storeBytes(of: values[v], toByteOffset: 8, as: UInt64.self)
                     datagram.storeBytes(of: UInt64(truncatingIfNeeded: v), toByteOffset: 16, as: UInt64.self)
-                    v &+= 1
                     // The raw call, not RingsideSystem's: what is timed is the send itself.
                     if send(sockets[0], datagram, 32, Int32(MSG_DONTWAIT)) != 32 { sendFailures &+= 1 }
                 }
             },
             Row(name: "mutex-histogram", consumerMode: .scrapes) {
-                var v = 0
-                return timedRound(buffer, timing, drops: { 0 }) {
+                timedRound(buffer, timing, drops: { 0 }) { v in
                     let value = values[v]
-                    v &+= 1
                     locked.mutex.withLock { $0.record(value) }
                 }
             },
