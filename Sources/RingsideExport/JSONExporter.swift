@@ -365,19 +365,7 @@ package enum JSONExporter {
             json.field("series_awaiting_figures", stats.seriesAwaitingFigures)
             if let state = stats.state {
                 json.key("state")
-                json.object {
-                    json.field("save_failures", state.saveFailures)
-                    json.field("failing", state.failing)
-                    json.field("read_failures", state.readFailures)
-                    json.field("bytes", state.bytes)
-                    json.field("bytes_limit", state.bytesLimit)
-                    json.field("totals_bytes", state.totalsBytes)
-                    json.field("folds_refused", state.foldsRefused)
-                    json.field("histograms_shed", state.histogramsShed)
-                    json.field("bots", state.bots)
-                    json.field("bots_expired", state.botsExpired)
-                    json.field("last_save_at", state.lastSaveRealtimeNanos.map { utcTimestamp(realtimeNanos: $0) })
-                }
+                json.object { CollectorStateStats.figures.write(state, into: json) }
             }
             json.field("ring_files_refused", stats.ringFilesRefused)
             json.field("discovery_rescans", stats.discoveryRescans)
@@ -398,14 +386,7 @@ package enum JSONExporter {
             }
             if let recorder = stats.recorder {
                 json.key("recorder")
-                json.object {
-                    json.field("bytes", recorder.bytes)
-                    json.field("bytes_limit", recorder.bytesLimit)
-                    json.field("records", recorder.records)
-                    json.field("seconds_held", recorder.secondsHeld)
-                    json.field("retention_seconds", recorder.retentionSeconds)
-                    json.field("evicted_records", recorder.evictedRecords)
-                }
+                json.object { RecorderStats.figures.write(recorder, into: json) }
             }
             if let captures = stats.captures {
                 json.key("captures")
@@ -421,14 +402,7 @@ package enum JSONExporter {
                     json.field("exports_sent", otlp.sent)
                     json.field("exports_failed", otlp.failed)
                     json.field("exports_dropped", otlp.dropped)
-                    json.field("retries", otlp.retries)
-                    json.field("timeouts", otlp.timeouts)
-                    json.field("sent_bytes", otlp.sentBytes)
-                    json.field("rejected_points", otlp.rejectedPoints)
-                    json.field("queued", otlp.queued)
-                    json.field("queue_capacity", otlp.queueCapacity)
-                    json.field("last_success_at", otlp.lastSuccessRealtimeNanos.map { utcTimestamp(realtimeNanos: $0) })
-                    json.field("failing", otlp.failing)
+                    OTLPStats.figures.write(otlp, into: json)
                     json.field("last_error", otlp.lastError)
                 }
             }

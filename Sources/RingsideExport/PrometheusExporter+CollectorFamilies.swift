@@ -63,7 +63,7 @@ extension PrometheusExporter {
             "ringside_collector_series_saturated", "gauge",
             "Series with a total at its ceiling (a count or counter at 2^64 - 1, a histogram's sum at 2^128 - 1), where it stays, never wrapping back",
             [([], Double(stats.seriesSaturated))])
-        if let state = stats.state { stateFamilies(state, family) }
+        if let state = stats.state { CollectorStateStats.figures.addFamilies(state, family) }
         family(
             "ringside_collector_ring_files_refused", "gauge",
             "ringside.* files found and not read: empty or being made, another user's, not a regular file, invalid, or waiting "
@@ -111,33 +111,10 @@ extension PrometheusExporter {
                 "Memory the history holds: its series' points (what changed, second to second) and records",
                 [([], Double(history.bytes))])
         }
-        if let recorder = stats.recorder { recorderFamilies(recorder, family) }
+        if let recorder = stats.recorder { RecorderStats.figures.addFamilies(recorder, family) }
         if let captures = stats.captures { captureFamilies(captures, family) }
         if let otlp = stats.otlp { otlpFamilies(otlp, family) }
         if let security = stats.webSecurity { webSecurityFamilies(security, family) }
-    }
-
-    /// The flight recorder's figures (`--recorder-seconds`), each a family written by `family`.
-    static func recorderFamilies(_ recorder: RecorderStats, _ family: AddFamily) {
-        family(
-            "ringside_recorder_bytes", "gauge", "Memory the flight recorder's chunks of raw records take",
-            [([], Double(recorder.bytes))])
-        family(
-            "ringside_recorder_bytes_limit", "gauge", "Memory the flight recorder may take at most (--recorder-max-bytes)",
-            [([], Double(recorder.bytesLimit))])
-        family("ringside_recorder_records", "gauge", "Raw records the flight recorder holds", [([], Double(recorder.records))])
-        family(
-            "ringside_recorder_seconds_held", "gauge",
-            "The span the flight recorder holds, from its oldest record to now: below ringside_recorder_retention_seconds "
-                + "when its budget is too small for them",
-            [([], recorder.secondsHeld)])
-        family(
-            "ringside_recorder_retention_seconds", "gauge", "The span the flight recorder is asked to hold (--recorder-seconds)",
-            [([], recorder.retentionSeconds)])
-        family(
-            "ringside_recorder_evicted_records_total", "counter",
-            "Records the flight recorder let go of for its budget before they were --recorder-seconds old",
-            [([], Double(recorder.evictedRecords))])
     }
 
     /// The captures' figures (`--capture-dir`), each a family written by `family`: a series per
@@ -156,49 +133,8 @@ extension PrometheusExporter {
             [([], Double(captures.failed))])
     }
 
-    /// The state's figures (the totals of workers that are gone, kept across restarts), each a
-    /// family written by `family`.
-    static func stateFamilies(_ state: CollectorStateStats, _ family: AddFamily) {
-        family(
-            "ringside_collector_state_save_failures_total", "counter",
-            "Saves of the collector's state that failed: a fold's journal line (the worker's file is kept), or a snapshot not written under its name (saved under another) or at all (tried again)",
-            [([], Double(state.saveFailures))])
-        family(
-            "ringside_collector_state_failing", "gauge", "1 while the collector's state cannot be saved (see its log)",
-            [([], state.failing ? 1 : 0)])
-        family(
-            "ringside_collector_state_read_failures", "gauge",
-            "State files found at start that could not be read (too large for --state-max-bytes, or not state): their totals are not counted",
-            [([], Double(state.readFailures))])
-        family(
-            "ringside_collector_state_bytes", "gauge", "The size of the state's last snapshot", [([], Double(state.bytes))])
-        family(
-            "ringside_collector_state_bytes_limit", "gauge", "The most a collector reads of one state file (--state-max-bytes)",
-            [([], Double(state.bytesLimit))])
-        family(
-            "ringside_collector_state_totals_bytes", "gauge",
-            "What the bots' folded figures take in a state snapshot: kept within --state-max-bytes, a fold that would pass it refused",
-            [([], Double(state.totalsBytes))])
-        family(
-            "ringside_collector_state_folds_refused_total", "counter",
-            "Folds refused because the bots' figures would pass --state-max-bytes: the workers' files are kept, their totals in them",
-            [([], Double(state.foldsRefused))])
-        family(
-            "ringside_collector_state_histograms_shed", "gauge",
-            "All-time histograms the last state snapshot left out for room (--state-max-bytes): their _count and _sum start again after a restart",
-            [([], Double(state.histogramsShed))])
-        family("ringside_collector_state_bots", "gauge", "Bots whose figures the state keeps", [([], Double(state.bots))])
-        family(
-            "ringside_collector_state_bots_expired_total", "counter",
-            "Bots whose figures left the state: their files had all been gone longer than --state-expiry",
-            [([], Double(state.botsExpired))])
-        family(
-            "ringside_collector_state_last_save_time_seconds", "gauge",
-            "When the state's last snapshot was saved, in Unix seconds (0: not yet)",
-            [([], Double(state.lastSaveRealtimeNanos ?? 0) / 1e9)])
-    }
-
-    /// The OTLP exporter's figures (`--otlp-endpoint`), each a family written by `family`.
+    /// The OTLP exporter's figures (`--otlp-endpoint`), each a family written by `family`: its exports by
+    /// result, then those `/latest` writes too (`OTLPStats.figures`).
     static func otlpFamilies(_ otlp: OTLPStats, _ family: AddFamily) {
         family(
             "ringside_otlp_exports_total", "counter",
@@ -207,24 +143,7 @@ extension PrometheusExporter {
                 ([("result", "sent")], Double(otlp.sent)), ([("result", "failed")], Double(otlp.failed)),
                 ([("result", "dropped")], Double(otlp.dropped)),
             ])
-        family(
-            "ringside_otlp_retries_total", "counter",
-            "OTLP attempts that failed and were made again (429, 502, 503, 504, no connection, no answer in time)",
-            [([], Double(otlp.retries))])
-        family(
-            "ringside_otlp_timeouts_total", "counter", "OTLP attempts with no answer within --otlp-timeout", [([], Double(otlp.timeouts))])
-        family(
-            "ringside_otlp_sent_bytes_total", "counter", "Bytes of the OTLP exports the receiver took, gzipped, as sent",
-            [([], Double(otlp.sentBytes))])
-        family(
-            "ringside_otlp_rejected_points_total", "counter", "Data points the OTLP receiver rejected in exports it took (partial success)",
-            [([], Double(otlp.rejectedPoints))])
-        family("ringside_otlp_queue_exports", "gauge", "OTLP exports waiting to be sent", [([], Double(otlp.queued))])
-        family("ringside_otlp_queue_capacity", "gauge", "OTLP exports the queue holds at most", [([], Double(otlp.queueCapacity))])
-        family(
-            "ringside_otlp_last_success_time_seconds", "gauge", "When the OTLP receiver last took an export, in Unix seconds (0: never)",
-            [([], Double(otlp.lastSuccessRealtimeNanos ?? 0) / 1e9)])
-        family("ringside_otlp_failing", "gauge", "1 while the last OTLP attempt failed", [([], otlp.failing ? 1 : 0)])
+        OTLPStats.figures.addFamilies(otlp, family)
     }
 
     /// The HTTP listener's figures with `--web-config-file`, each a family written by `family`.
