@@ -1,10 +1,16 @@
 /// Where a reader places, in a histogram's buckets, the calls a bot's lanes gathered (SAMPLING in
 /// `ringside.h`). Their count, sum and largest come exactly from the gather cells; their values
-/// one by one do not, so each is placed at the value of a record that stands for it: a record
-/// written with k > 0 stands for the 2^k - 1 calls of its metric gathered on its lane before it,
-/// the oldest waiting first. Calls that no record will stand for (the lane stopped sampling, or its
-/// thread went idle, exited or was killed) are placed at their cell's latest value once the lane's
-/// records are all drained.
+/// one by one do not, so each is placed at the value of a record near it: a record written with
+/// k > 0 stands for the 2^k - 1 calls of its metric gathered on its lane before it, the oldest
+/// waiting first. Calls that no record will stand for (the lane stopped sampling, or its thread
+/// went idle, exited or was killed) are placed once the lane's records are all drained.
+///
+/// Placed where: spread evenly over the values of the last `neighbours` weighted records of their
+/// lane and metric drained since its calls last all found a place (the record that stands for them
+/// the last), and, for calls no record stands for, the cell's latest value with them. One value
+/// standing for up to 32,767 calls, or the calls left over piled at one latest value, moved the
+/// quantiles of a burst whose values drift by several percent (issue 70); spread over their
+/// neighbours, which a lane writes close together in time, they hold within 1 %.
 ///
 /// A drain: `placeBeside` for each record drained, then `take` what `RingConsumer.takeGathered`
 /// hands over (the calls a record drained before it owed come first), then `placeUnclaimed`.
@@ -15,13 +21,41 @@ package struct GatherPlacement {
         let metric: Int
     }
 
-    /// A lane's calls of one metric taken and not placed yet, its cell's latest value, and what
-    /// records drained before their calls were taken stand for (placed at the next `take`).
+    /// A lane's calls of one metric taken and not placed yet, its cell's latest value, what
+    /// records drained before their calls were taken stand for (placed at the next `take`), and
+    /// the values of the last weighted records drained (a ring, `nextRecent` its oldest once full).
     private struct Waiting {
         var calls: UInt64 = 0
         var latest: UInt64 = 0
-        var owed: [(value: UInt64, timeNanos: UInt64, calls: UInt64)] = []
+        var owed: [(timeNanos: UInt64, calls: UInt64)] = []
+        var recent: [UInt64] = []
+        var nextRecent = 0
+
+        mutating func remember(_ value: UInt64) {
+            if recent.count < GatherPlacement.neighbours {
+                recent.append(value)
+            } else {
+                recent[nextRecent] = value
+                nextRecent = (nextRecent + 1) % recent.count
+            }
+        }
+
+        /// Hands `calls` to `place`, spread evenly over the recent values and `extra` (if any):
+        /// the share left over by the division to the newest.
+        func spread(_ calls: UInt64, with extra: UInt64? = nil, place: (_ value: UInt64, _ calls: UInt64) -> Void) {
+            var values = Array(recent[nextRecent...] + recent[..<nextRecent])
+            if let extra { values.append(extra) }
+            guard !values.isEmpty else { return }
+            let (share, left) = calls.quotientAndRemainder(dividingBy: UInt64(values.count))
+            for (index, value) in values.enumerated() {
+                let placed = share + (UInt64(values.count - index) <= left ? 1 : 0)
+                if placed > 0 { place(value, placed) }
+            }
+        }
     }
+
+    /// The weighted records over whose values a lane's gathered calls of one metric are spread.
+    package static let neighbours = 16
 
     private var waiting: [Key: Waiting] = [:]
 
@@ -30,19 +64,21 @@ package struct GatherPlacement {
     /// Whether no call waits and none is owed: a drain's records need not ask.
     package var isEmpty: Bool { waiting.isEmpty }
 
-    /// The gathered calls `record` (drained from lane `lane`, stamped `timeNanos`) stands for
-    /// besides itself that can be placed now, at its value: of its 2^k - 1, as many as wait. The
-    /// rest are owed, placed by the next `take`.
-    package mutating func placeBeside(_ record: RingRecord, lane: Int, timeNanos: UInt64) -> UInt64 {
-        guard record.weightLog2 > 0 else { return 0 }
+    /// Hands `place` the gathered calls `record` (drained from lane `lane`, stamped `timeNanos`)
+    /// stands for besides itself that can be placed now, spread over its neighbours' values and its
+    /// own: of its 2^k - 1, as many as wait. The rest are owed, placed by the next `take`.
+    package mutating func placeBeside(
+        _ record: RingRecord, lane: Int, timeNanos: UInt64, place: (_ value: UInt64, _ calls: UInt64) -> Void
+    ) {
+        guard record.weightLog2 > 0 else { return }
         let key = Key(lane: lane, metric: Int(record.metric))
-        let waitingCalls = waiting[key]?.calls ?? 0
-        let placed = min(waitingCalls, record.gatheredBefore)
-        if placed < record.gatheredBefore {
-            waiting[key, default: Waiting()].owed.append((record.value, timeNanos, record.gatheredBefore - placed))
-        }
-        if placed > 0 { waiting[key]?.calls = waitingCalls - placed }
-        return placed
+        var entry = waiting.removeValue(forKey: key) ?? Waiting()  // moved out, not copied
+        entry.remember(record.value)
+        let placed = min(entry.calls, record.gatheredBefore)
+        if placed < record.gatheredBefore { entry.owed.append((timeNanos, record.gatheredBefore - placed)) }
+        entry.calls -= placed
+        entry.spread(placed, place: place)
+        waiting[key] = entry
     }
 
     /// Takes `gathered`, lane `lane`'s calls of `metric` since the last look: what drained records
@@ -57,7 +93,7 @@ package struct GatherPlacement {
         var calls = gathered.calls
         for owed in entry.owed where calls > 0 {
             let placed = min(owed.calls, calls)
-            place(owed.value, owed.timeNanos, placed)
+            entry.spread(placed) { value, share in place(value, owed.timeNanos, share) }
             calls -= placed
         }
         entry.owed.removeAll()
@@ -67,8 +103,8 @@ package struct GatherPlacement {
     }
 
     /// Hands the calls waiting on each lane `isDrained` says has no record left to drain (none
-    /// could stand for them) to `place`, at their cell's latest value, and forgets what records
-    /// owed and no cell held.
+    /// could stand for them) to `place`, spread over their neighbours' values and their cell's
+    /// latest, and forgets what records owed and no cell held.
     package mutating func placeUnclaimed(
         isDrained: (_ lane: Int) -> Bool, place: (_ metric: Int, _ value: UInt64, _ calls: UInt64) -> Void
     ) {
@@ -77,7 +113,9 @@ package struct GatherPlacement {
                 if !entry.owed.isEmpty { waiting[key]?.owed.removeAll() }
                 continue
             }
-            if entry.calls > 0 { place(key.metric, entry.latest, entry.calls) }
+            if entry.calls > 0 {
+                entry.spread(entry.calls, with: entry.latest) { value, share in place(key.metric, value, share) }
+            }
             waiting[key] = nil
         }
     }

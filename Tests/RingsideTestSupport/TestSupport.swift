@@ -481,7 +481,7 @@ package func currentThreadID() -> Int32 {
 
 /// A bot's histograms drained as the collector drains them (SAMPLING in ringside.h): each record
 /// counts once; the calls its lanes gathered are counted from their gather cells, with their exact
-/// sum and largest, and placed beside the records that stand for them (`GatherPlacement`). So a
+/// sum and largest, and placed among the records that stand for them (`GatherPlacement`). So a
 /// test or a benchmark reads what a collector would, without one.
 package final class ExactDrain {
     package let consumer: RingConsumer
@@ -504,8 +504,9 @@ package final class ExactDrain {
                 guard record.kind == UInt8(RS_KIND_HISTOGRAM.rawValue) else { continue }
                 let metric = Int(record.metric)
                 histograms[metric, default: Histogram()].record(record.value)
-                let beside = placement.placeBeside(record, lane: lane, timeNanos: record.timestamp_ns)
-                histograms[metric]?.place(record.value, count: beside)
+                placement.placeBeside(record, lane: lane, timeNanos: record.timestamp_ns) { value, calls in
+                    histograms[metric]?.place(value, count: calls)
+                }
             }
         }
         consumer.takeGathered { metric, lane, calls in

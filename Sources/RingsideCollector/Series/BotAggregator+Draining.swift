@@ -50,8 +50,8 @@ extension BotAggregator {
 
     /// Takes the calls `consumer`'s lanes gathered since the last look (SAMPLING in ringside.h):
     /// their sum and largest into their series at `now`, exactly; their count as they are placed
-    /// (`Source.gathered`): beside the records that stand for them, or, once a lane is drained and
-    /// none can, at their cell's latest value, now.
+    /// (`Source.gathered`): over the values of the records that stand for them and their
+    /// neighbours, or, once a lane is drained and none can, over those and their cell's latest, now.
     private mutating func takeGathered(of consumer: RingConsumer, source: Int, nowNanos now: UInt64) {
         let addresses = sources[source].addresses
         var gathered = GatherPlacement()
@@ -167,8 +167,12 @@ extension BotAggregator {
                 // A record written while its lane filled stands, in its bucket, for the 2^k - 1
                 // calls gathered before it, counted already (SAMPLING in ringside.h).
                 if record.weightLog2 > 0 {
-                    let placed = sources[source].gathered.placeBeside(record, lane: lane, timeNanos: time)
-                    place(record.value, count: placed, address: address, atNanos: time)
+                    var gathered = GatherPlacement()
+                    swap(&gathered, &sources[source].gathered)  // moved out, not copied: the tables change meanwhile
+                    gathered.placeBeside(record, lane: lane, timeNanos: time) { value, calls in
+                        place(value, count: calls, address: address, atNanos: time)
+                    }
+                    swap(&gathered, &sources[source].gathered)
                 }
                 // No producer writes an exemplar with a signed value: its records are rejected, one by one.
                 if record.carriesExemplar, !address.isSigned {
