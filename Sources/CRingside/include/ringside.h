@@ -299,9 +299,11 @@
  *   soon as the lane holds fewer than capacity - R records (R is measured again at the next look).
  * - Per lane and metric, a call is written when the calls of its metric on its lane since that
  *   metric's last record there, this one included, are a power of two and at least 2^L; the record
- *   carries k = log2(those calls) in its flags (RS_FLAG_WEIGHT_SHIFT), so that a reader can place
- *   the 2^k - 1 calls gathered before it in its value's bucket (quantiles from a sample of the
- *   calls, within 1 % of the exact ones on our benchmarks). Every other call is gathered: the
+ *   carries k = log2(those calls) in its flags (RS_FLAG_WEIGHT_SHIFT): it stands for the 2^k - 1
+ *   calls gathered before it, which a reader places among the values of the records near it
+ *   (the collector: spread evenly over its lane's last 16 weighted records of the metric, itself
+ *   the newest; quantiles from a sample of the calls: see docs/format.md for the bound measured,
+ *   drifting bursts included). Every other call is gathered: the
  *   holder adds 1 to `calls`, the value to `sum` (modulo 2^64), stores it in `latest`, and raises
  *   `max` to it if it is larger (an atomic compare-and-swap: the consumer takes `max` by exchanging
  *   it with 0). A call with an exemplar is sampled as a unit (a gathered one keeps no exemplar).
@@ -309,7 +311,8 @@
  *   `dropped_total` and its lane cell (the calls gathered before it are counted in the gather cell).
  * - Nothing is left to write when sampling stops or a thread lets go of its lane: gathered calls
  *   are already counted. Gathered calls whose records never come (the lane stopped sampling, the
- *   thread went idle) are placed by the reader at the gather cell's `latest`.
+ *   thread went idle) are placed by the reader once the lane is drained: the collector spreads
+ *   them over those recent records' values and the gather cell's `latest`.
  * - Only while the consumer says it reads gather cells: `weights_reader_pid` (the consumer line)
  *   equals `consumer_pid`, non-zero. A consumer that reads them stores its pid in both at attach;
  *   the word outlives a consumer that dies (the lock goes, the pids stay). A producer that sees
