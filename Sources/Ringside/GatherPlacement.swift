@@ -43,12 +43,13 @@ package struct GatherPlacement {
         /// Hands `calls` to `place`, spread evenly over the recent values and `extra` (if any):
         /// the share left over by the division to the newest.
         func spread(_ calls: UInt64, with extra: UInt64? = nil, place: (_ value: UInt64, _ calls: UInt64) -> Void) {
-            var values = Array(recent[nextRecent...] + recent[..<nextRecent])
-            if let extra { values.append(extra) }
-            guard !values.isEmpty else { return }
-            let (share, left) = calls.quotientAndRemainder(dividingBy: UInt64(values.count))
-            for (index, value) in values.enumerated() {
-                let placed = share + (UInt64(values.count - index) <= left ? 1 : 0)
+            // Oldest first, without a copy (the drain thread allocates nothing per record).
+            let count = recent.count + (extra == nil ? 0 : 1)
+            guard count > 0, calls > 0 else { return }
+            let (share, left) = calls.quotientAndRemainder(dividingBy: UInt64(count))
+            for index in 0..<count {
+                let value = index < recent.count ? recent[(nextRecent + index) % recent.count] : extra ?? 0
+                let placed = share + (UInt64(count - index) <= left ? 1 : 0)
                 if placed > 0 { place(value, placed) }
             }
         }
