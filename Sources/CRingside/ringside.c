@@ -50,7 +50,9 @@ static void rs_producer_keep_read(rs_producer *p, uint64_t read) {
 
 void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_gather_offset, uint32_t lane_records_offset,
                       uint32_t capacity_log2, rs_metric_cell *shared, uint32_t *sample_countdown,
-                      const uint32_t *sample_every, rs_sampling *sampling) {
+                      const uint32_t *sample_every, rs_sampling *sampling, uint32_t *doorbell) {
+    /* A word no one sets: a process that does not ring pays the same load, never a ring. */
+    static uint32_t never_rung = 0;
     char *base = (char *)lane;
     p->records = (rs_record *)(base + lane_records_offset);
     p->write_cursor = &lane->write_cursor;
@@ -68,6 +70,7 @@ void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_gather
     p->sample_countdown = sample_countdown;
     p->sample_every = sample_every;
     p->sampling = sampling;
+    p->doorbell = doorbell != NULL ? doorbell : &never_rung;
     if (sampling != NULL) {
         sampling->level = 0;
         sampling->look_ns = 0;
@@ -75,6 +78,21 @@ void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_gather
     }
     /* Acquire: the consumer finished with the slots below its cursor before storing it. */
     rs_producer_keep_read(p, rs_load_acquire_u64(&lane->read_cursor));
+}
+
+/* MARK: - The doorbell (DOORBELL in ringside.h) */
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void rs_producer_ring(rs_producer *p) {
+    /* Of the threads that find the word set, the one that takes the 1 makes the call. */
+    if (__atomic_exchange_n(p->doorbell, 0u, __ATOMIC_RELAXED) == 0) return;
+    /* Not private: the consumer waits on the file's page. A wake never waits, and its error (a
+       word no one waits on any longer) changes nothing. */
+    (void)syscall(SYS_futex, p->doorbell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* MARK: - Sampling (SAMPLING in ringside.h) */
@@ -222,6 +240,7 @@ static __attribute__((noinline)) int rs_producer_write_looked(rs_producer *p, ui
         /* Release: the records' bytes are visible before the cursor that publishes them. */
         rs_store_release_u64(p->write_cursor, cursor + 1 + extra);
         rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
+        rs_producer_check_doorbell(p);
     } else {
         rs_producer_drop(p, metric, kind, value);
     }

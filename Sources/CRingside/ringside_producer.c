@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,8 @@ typedef struct {
     uint32_t max_workers;       /* the attach's bound on worker files (0: the default), for a forked child's */
     int said_why_laneless;      /* the "no lane could be added" message went to stderr */
     rsp_kept_views *kept_views; /* the views of the processes this one was forked from */
+    int rings_doorbell;         /* this process registered for the consumer's barrier: its lanes ring
+                                   the file's doorbell (see DOORBELL) */
     uint32_t lanes_mapped;      /* lanes this process mapped: the file's count at attach, plus those
                                    it added. Any process of the user can write the file's count, so
                                    every loop over lanes uses this one (stored with release, under
@@ -640,7 +643,7 @@ static void rsp_hand_over_locked(rsp_bot *b, uint32_t lane, uint32_t how) {
     /* The lane's writer's view, with the lane's own countdown row and sampling. */
     rs_producer_init(&b->bot.producers[lane].producer, header, b->geometry.lane_gather_offset, b->geometry.lane_records_offset,
                      b->bot.capacity_log2, rsp_metric_cells(b), rsp_countdown_row(b, lane), b->bot.sample_every,
-                     rsp_lane_sampling(b, lane));
+                     rsp_lane_sampling(b, lane), b->rings_doorbell ? &b->bot.header->doorbell : NULL);
     b->bot.lane_held[lane] = how;
     uint64_t now = rs_clock_coarse_ns();
     /* Relaxed: these are the process's to write, under this mutex; `state` publishes them. */
@@ -808,9 +811,24 @@ static int rsp_open_and_lock(rsp_bot *b, mode_t mode, int *fd_out, int *created_
     return 0;
 }
 
+/**
+ * Registers the process for the consumer's barrier (DOORBELL in ringside.h), once per process (a
+ * forked child, a process of its own, registers again): 1 when its producers may ring.
+ */
+static int rsp_register_for_doorbell(void) {
+    static int32_t registered_pid = 0; /* threads may attach at once: registering twice is harmless */
+    int32_t pid = (int32_t)getpid();
+    if (__atomic_load_n(&registered_pid, __ATOMIC_ACQUIRE) == pid) return 1;
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) != 0) return 0;
+    __atomic_store_n(&registered_pid, pid, __ATOMIC_RELEASE);
+    return 1;
+}
+
 /** Writes the producer line of a freshly attached file and builds the lane-less producers. */
 static void rsp_start(rsp_bot *b) {
     rs_header *h = b->bot.header;
+    b->rings_doorbell = rsp_register_for_doorbell();
+    rs_store_relaxed_u32(&h->rings_doorbell, (uint32_t)b->rings_doorbell);
     /* Relaxed: readers treat these as hints; the lock is the truth. */
     rs_store_relaxed_i32(&h->producer_pid, (int32_t)getpid());
     rs_store_relaxed_u64(&h->producer_start_ns, rs_clock_realtime_ns());

@@ -3,7 +3,11 @@
 #include "ringside_system.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <malloc.h>
+#include <time.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -40,6 +44,30 @@ int rss_set_thread_slice(uint64_t nanoseconds) {
     return 0;
 }
 
+int rss_global_barrier(void) {
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0 ? 0 : errno;
+}
+
+int rss_futex_waitv(const uint64_t *addresses, const uint32_t *expected, const uint8_t *shared, uint32_t count,
+                    uint64_t deadline_ns) {
+    if (count == 0 || count > FUTEX_WAITV_MAX) return -EINVAL;
+    struct futex_waitv waits[FUTEX_WAITV_MAX];
+    memset(waits, 0, sizeof waits);
+    for (uint32_t i = 0; i < count; i++) {
+        waits[i].val = expected[i];
+        waits[i].uaddr = addresses[i];
+        waits[i].flags = FUTEX_32 | (shared[i] ? 0 : FUTEX_PRIVATE_FLAG);
+    }
+    struct timespec deadline = {(time_t)(deadline_ns / 1000000000u), (long)(deadline_ns % 1000000000u)};
+    long woken = syscall(SYS_futex_waitv, waits, count, 0u, deadline_ns != 0 ? &deadline : NULL, CLOCK_MONOTONIC);
+    return woken >= 0 ? (int)woken : -errno;
+}
+
+int rss_futex_wake(uint32_t *word, int shared) {
+    long woken = syscall(SYS_futex, word, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    return woken >= 0 ? (int)woken : -errno;
+}
+
 int rss_thread_slice(uint64_t *nanoseconds) {
     struct rss_sched_attr attr;
     int result = rss_get_attr(&attr);
@@ -58,6 +86,19 @@ int rss_set_thread_slice(uint64_t nanoseconds) {
 int rss_thread_slice(uint64_t *nanoseconds) {
     *nanoseconds = 0;
     return ENOSYS;
+}
+
+int rss_global_barrier(void) { return ENOSYS; }
+
+int rss_futex_waitv(const uint64_t *addresses, const uint32_t *expected, const uint8_t *shared, uint32_t count,
+                    uint64_t deadline_ns) {
+    (void)addresses, (void)expected, (void)shared, (void)count, (void)deadline_ns;
+    return -ENOSYS;
+}
+
+int rss_futex_wake(uint32_t *word, int shared) {
+    (void)word, (void)shared;
+    return -ENOSYS;
 }
 
 #endif

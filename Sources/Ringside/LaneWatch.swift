@@ -93,4 +93,18 @@ package final class LaneWatch {
             moved[index] = true
         }
     }
+
+    /// Whether any lane watched moved since the last `markMoved` (its write cursor, or its
+    /// `cell_writes`), without marking it: the look after the doorbell's announcement (DOORBELL in
+    /// ringside.h), which must find what was written before it. A lane added since is not
+    /// looked at: the file's growth wakes the drain (inotify), as it did before doorbells.
+    package func anyMoved() -> Bool {
+        for lane in cursors.indices where cursors[lane].hint != seen[lane] || cursors[lane].cellWrites != seenCellWrites[lane] {
+            return true
+        }
+        return false
+    }
+
+    /// The consumers watched, in the order given to `watch`.
+    package var watchedConsumers: [RingConsumer] { consumers }
 }

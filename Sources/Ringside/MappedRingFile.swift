@@ -118,7 +118,7 @@ final class MappedRingFile {
     }
 
     /// A field at `offset` in the header page (every offset above lies in it).
-    private func field<T>(_ offset: Int, as type: T.Type) -> UnsafeMutablePointer<T> {
+    func field<T>(_ offset: Int, as type: T.Type) -> UnsafeMutablePointer<T> {
         (header.base + offset).assumingMemoryBound(to: T.self)
     }
 

@@ -378,6 +378,15 @@ package enum JSONExporter {
                 json.field("max", stats.drainGap.max)
                 json.field("count", stats.drainGap.count)
             }
+            json.key("doorbell")
+            json.object {
+                json.field("sleeps", stats.doorbell.sleeps)
+                json.field("wakes", stats.doorbell.wakes)
+                json.field("sleeps_skipped", stats.doorbell.caughtByLook)
+                json.field("watched_rings", stats.doorbell.watchedRings)
+                json.field("polled_rings", stats.doorbell.polledRings)
+                json.field("barrier_failed", stats.doorbell.barrierFailed)
+            }
             if let errors = stats.hlogErrors { json.field("hlog_errors", errors) }
             if let history = stats.history {
                 json.field("history_series", history.series)

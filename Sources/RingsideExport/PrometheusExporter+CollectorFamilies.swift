@@ -90,6 +90,7 @@ extension PrometheusExporter {
         family(
             "ringside_collector_drain_gaps", "gauge", "Drain gaps measured over the last minute (see ringside_collector_drain_gap_seconds)",
             [([], Double(gap.count))])
+        doorbellFamilies(stats.doorbell, family)
         if let errors = stats.hlogErrors {
             family(
                 "ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",
@@ -176,5 +177,24 @@ extension PrometheusExporter {
             [([], security.lastReloadSucceeded ? 1 : 0)])
         family("ringside_http_tls_enabled", "gauge", "1 when the HTTP listener speaks TLS", [([], security.tls ? 1 : 0)])
         family("ringside_http_basic_auth_users", "gauge", "Users --web-config-file lets in with basic auth", [([], Double(security.users))])
+    }
+
+    /// The drain thread's sleeps under the producers' doorbells (DOORBELL in ringside.h).
+    private static func doorbellFamilies(_ doorbell: DoorbellFigures, _ family: AddFamily) {
+        family(
+            "ringside_collector_doorbell_sleeps_total", "counter",
+            "Drain sleeps under the producers' doorbells: the first record, increment or gauge written after it fell asleep wakes it",
+            [([], Double(doorbell.sleeps))])
+        family(
+            "ringside_collector_doorbell_wakes_total", "counter", "Drain sleeps a producer's doorbell ended before the poll",
+            [([], Double(doorbell.wakes))])
+        family(
+            "ringside_collector_doorbell_sleeps_skipped_total", "counter",
+            "Drain sleeps not begun: the look after announcing it found records written meanwhile",
+            [([], Double(doorbell.caughtByLook))])
+        family(
+            "ringside_collector_doorbell_rings", "gauge",
+            "Rings at the last sleep: watched by their doorbell, or polled (their producer rings none, or past the 127 a sleep watches)",
+            [([("by", "doorbell")], Double(doorbell.watchedRings)), ([("by", "poll")], Double(doorbell.polledRings))])
     }
 }

@@ -42,6 +42,8 @@ package struct CollectorStats: Sendable {
     package var discoveryOpens: UInt64 = 0
     /// How long busy rings' records waited for the drain over the last minute (see `DrainGapFigures`).
     package var drainGap = DrainGapFigures()
+    /// The drain thread's sleeps under the doorbells (DOORBELL in ringside.h).
+    package var doorbell = DoorbellFigures()
     /// With `--otlp-endpoint`: what the OTLP exporter did; nil without it.
     package var otlp: OTLPStats?
     /// With `--web-config-file`: what the HTTP listener refused and reloaded; nil without it.
@@ -209,6 +211,24 @@ package struct DrainGapFigures: Sendable, Equatable {
     /// largest, in seconds (within 0.1 %).
     package var count: UInt64 = 0
     package var p50: Double = 0, p99: Double = 0, p999: Double = 0, max: Double = 0
+
+    package init() {}
+}
+
+/// The doorbells the drain thread sleeps under (DOORBELL in ringside.h): the first write after it
+/// fell asleep wakes it, instead of its next poll.
+package struct DoorbellFigures: Sendable, Equatable {
+    /// Sleeps under at least one doorbell, and those a producer's ring ended, since the start.
+    package var sleeps: UInt64 = 0
+    package var wakes: UInt64 = 0
+    /// Sleeps not begun: the look after the announcement found records written meanwhile.
+    package var caughtByLook: UInt64 = 0
+    /// At the last sleep: rings whose doorbell it watched, and rings left to the poll (their
+    /// producer does not ring, or past the 127 one sleep watches).
+    package var watchedRings = 0
+    package var polledRings = 0
+    /// The producers' barrier failed (a kernel without `membarrier`, or a filter): every ring is polled.
+    package var barrierFailed = false
 
     package init() {}
 }

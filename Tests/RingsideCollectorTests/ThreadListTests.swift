@@ -50,7 +50,8 @@ struct ThreadListTests {
             try #require(accepted.status == 202, "\(accepted.status) \(accepted.text)")
             _ = try CaptureProbe.finished(port: port, trigger: "request")
             let always: Set = [
-                "ringside-collec", "ringside-drain", "ringside-find", "ringside-render", "ringside-http", "ringside-answer",
+                "ringside-collec", "ringside-drain", "ringside-bell", "ringside-find", "ringside-render", "ringside-http",
+                "ringside-answer",
                 "ringside-sample", "ringside-state", "ringside-otlp", "ringside-traces",
             ]
             #expect(always.isSubset(of: documented), "undocumented: \(always.subtracting(documented).sorted())")

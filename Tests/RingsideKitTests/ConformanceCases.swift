@@ -202,7 +202,7 @@ enum ConformanceMask {
         guard bytes.count >= header else { return bytes }
         zero(0x38..<0x48)  // created_realtime_ns, created_monotonic_ns
         zero(0x88..<0x9C)  // heartbeat_ns, producer_start_ns, producer_pid
-        zero(0xB0..<0xB4)  // sample_above
+        zero(0xB0..<0xB8)  // sample_above, rings_doorbell (1 where the kernel lets the process register)
         let lanesOffset = Int(load(0x30, as: UInt64.self)), laneSize = Int(load(0x48, as: UInt64.self))
         let recordsOffset = Int(load(0x50, as: UInt32.self)), capacity = 1 << Int(load(0x14, as: UInt32.self) & 31)
         let lanes = Int(load(0x80, as: UInt32.self))

@@ -336,6 +336,34 @@
  * NUL-padded, at most RS_THREAD_NAME_MAX bytes of UTF-8 (a longer name is cut at a character's
  * boundary: it is a label for humans, not data). A reader shows it beside `owner_tid`.
  *
+ * DOORBELL: a consumer that sleeps is woken by the first record, increment or gauge written
+ * after it fell asleep, instead of at its next poll, through the header's `doorbell` (0x140, a
+ * uint32 alone on its cache line, so that a producer's load of it stays a cache hit while it does
+ * not change):
+ * - The consumer, before it sleeps: stores 1 in the `doorbell` of each file it will be woken by,
+ *   then makes every thread of every producer that rings pass a full barrier
+ *   (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)), then looks at every lane's `write_cursor`,
+ *   `gathered` and `cell_writes` again, and sleeps only if none moved. It waits with a
+ *   FUTEX_WAIT (or FUTEX_WAITV, 128 words at most) on the words it set, expecting 1, for at most
+ *   its poll; when it wakes it stores 0 in the words still 1.
+ * - A producer, after each record it publishes (the release store of `write_cursor`) and each
+ *   increment (of `cell_writes`): loads `doorbell` (relaxed); when it is not 0, exchanges it
+ *   with 0 and, if it took the 1, wakes its waiters (FUTEX_WAKE on the word, not private: one
+ *   system call a sleep, never a wait). Otherwise the call pays that load and a branch.
+ * - No wake is lost: the producer's store of its cursor and its load of `doorbell` need no fence
+ *   of their own, because the consumer's membarrier puts a full barrier on every running thread
+ *   of the processes registered for it (a thread not running passed one when it was switched
+ *   out): either the consumer's look sees the cursor, or the producer's load sees the 1.
+ * - A producer process rings only once it registered for that barrier
+ *   (MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, once per process, at its first attach), and says
+ *   so in `rings_doorbell` (1) when it attaches; a process that could not register stores 0 and
+ *   never rings. A consumer polls the files whose producer does not ring, and every file at its
+ *   poll in any case (a producer that died mid-ring, a file the doorbell cannot reach).
+ * - Nobody but the consumer stores 1; a producer of an older revision never reads the word (its
+ *   records are drained at the poll), and a consumer of an older one never sets it (the producer
+ *   never rings). Any uint32 is read as "set" or "not": a 1 planted by another writer of the file
+ *   costs its producers one FUTEX_WAKE, once.
+ *
  * WRITING WITHOUT A C COMPILER: every shared field is an aligned 32- or 64-bit integer. A
  * producer in another language needs plain loads and stores plus the orderings written here
  * (release for `version`, `lanes_allocated`, `metric_count`, `write_cursor`, `state` and
@@ -528,7 +556,9 @@ typedef struct {
                                       WORKERS), each adding 1 atomically: the one field others write */
     uint32_t sample_above;         /* 0x0B0 records in a lane past which its histograms are sampled (see
                                       SAMPLING), as the attached process chose; 0: never */
-    uint8_t producer_reserved[0x100 - 0xB4];
+    uint32_t rings_doorbell;       /* 0x0B4 1 while the attached process rings the doorbell (see DOORBELL);
+                                      0: it never does (the consumer polls it) */
+    uint8_t producer_reserved[0x100 - 0xB8];
 
     /* 0x100: the consumer's line */
     int32_t consumer_pid;          /* 0x100 pid of the consumer that attached last */
@@ -537,7 +567,11 @@ typedef struct {
     uint64_t consumer_heartbeat_ns;/* 0x108 CLOCK_MONOTONIC_COARSE of the last drain */
     uint64_t drain_interval_ns;    /* 0x110 the longest the consumer expects to leave a filling lane
                                       undrained (see SAMPLING); 0: not said */
-    uint8_t consumer_reserved[0x180 - 0x118];
+    uint8_t consumer_reserved[0x140 - 0x118];
+
+    /* 0x140: the doorbell's line (see DOORBELL), alone on it: a producer reads it at every call */
+    uint32_t doorbell;             /* 0x140 1: the consumer sleeps and asks to be woken; else 0 */
+    uint8_t doorbell_reserved[0x180 - 0x144];
 
     /* 0x180: the operator's line (see CONTROL): written by its tool only */
     uint32_t bot_control;          /* 0x180 RS_CONTROL_BOT_OFF while the bot is off, else 0 */
@@ -662,10 +696,12 @@ RS_FIELD_AT(rs_header, producer_attaches, 0x09C);
 RS_FIELD_AT(rs_header, lanes_exhausted, 0x0A0);
 RS_FIELD_AT(rs_header, workers_refused, 0x0A8);
 RS_FIELD_AT(rs_header, sample_above, 0x0B0);
+RS_FIELD_AT(rs_header, rings_doorbell, 0x0B4);
 RS_FIELD_AT(rs_header, consumer_pid, 0x100);
 RS_FIELD_AT(rs_header, weights_reader_pid, 0x104);
 RS_FIELD_AT(rs_header, consumer_heartbeat_ns, 0x108);
 RS_FIELD_AT(rs_header, drain_interval_ns, 0x110);
+RS_FIELD_AT(rs_header, doorbell, 0x140);
 RS_FIELD_AT(rs_header, bot_control, 0x180);
 RS_STATIC_ASSERT(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry entry is 512 bytes");
 RS_FIELD_AT(rs_registry_entry, index, 0x000);
@@ -981,19 +1017,31 @@ typedef struct {
     uint32_t *sample_countdown;  /* per metric: calls left before the next written one */
     const uint32_t *sample_every;/* per metric: the registry's sample_every */
     rs_sampling *sampling;       /* the lane's adaptive sampling, or NULL: a full lane drops */
+    uint32_t *doorbell;          /* &header->doorbell, or a word no one sets when the process does
+                                    not ring (see DOORBELL) */
 } rs_producer;
 
 /**
  * THE one place a writer's view is wired to a lane (ringside.c): `lane` is the mapped lane
  * (`lane_gather_offset`, `lane_records_offset` and `capacity_log2` from the header), `shared` the
  * bot's metric cells, `sample_countdown` the writer's own row and `sample_every` the registry's,
- * `sampling` the lane's adaptive sampling (NULL: none). The view continues from the cursors the
+ * `sampling` the lane's adaptive sampling (NULL: none), `doorbell` the file's (NULL: the process
+ * does not ring: see DOORBELL). The view continues from the cursors the
  * lane holds. Every producer (the Swift `Bot`, C bots, the Python extension, the benchmark's
  * floor) gets its view from ringside_producer.c, which calls this.
  */
 void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_gather_offset, uint32_t lane_records_offset,
                       uint32_t capacity_log2, rs_metric_cell *shared, uint32_t *sample_countdown,
-                      const uint32_t *sample_every, rs_sampling *sampling);
+                      const uint32_t *sample_every, rs_sampling *sampling, uint32_t *doorbell);
+
+/** Wakes the sleeping consumer (see DOORBELL): cold, once a sleep. */
+void rs_producer_ring(rs_producer *p);
+
+/** After a record is published or a counter moved: rings the doorbell if the consumer sleeps. */
+RS_INLINE void rs_producer_check_doorbell(rs_producer *p) {
+    /* Relaxed, and no fence: the consumer's membarrier orders it after the store before it. */
+    if (__builtin_expect(rs_load_relaxed_u32(p->doorbell) != 0, 0)) rs_producer_ring(p);
+}
 
 /** Counts a record of `metric` that could not be kept for want of a lane (cold), with its value's
     sum and largest for a histogram (see SAMPLING: DROPPED VALUES). */
@@ -1077,13 +1125,15 @@ RS_INLINE int rs_producer_publish(rs_producer *p, uint64_t cursor, uint32_t metr
     /* Release: the record's bytes are visible before the cursor that publishes them. */
     rs_store_release_u64(p->write_cursor, cursor + 1);
     rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
+    rs_producer_check_doorbell(p);
     return 1;
 }
 
 /**
  * Writes one record stamped `timestamp_ns` (CLOCK_MONOTONIC nanoseconds), or counts a drop when
  * the lane is full; a histogram's call in a filling lane may be gathered (see SAMPLING). Never
- * blocks, allocates or makes a system call. Returns 1 if written. Only the lane's holder may call
+ * blocks or allocates, and makes no system call but the doorbell's (see DOORBELL: once a consumer's
+ * sleep). Returns 1 if written. Only the lane's holder may call
  * it. A span passes the end its span clock read, saving a clock read.
  */
 RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
@@ -1131,6 +1181,7 @@ RS_INLINE int rs_producer_write_exemplar(rs_producer *p, uint32_t metric, uint8_
     /* Release: the records' bytes are visible before the cursor that publishes them. */
     rs_store_release_u64(p->write_cursor, cursor + 1 + extra);
     rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
+    rs_producer_check_doorbell(p);
     return 1;
 }
 
@@ -1170,6 +1221,7 @@ RS_INLINE void rs_producer_count(rs_producer *p, uint32_t metric, uint64_t incre
         rs_store_relaxed_u64(&cells[metric], rs_load_relaxed_u64(&cells[metric]) + increment);
         /* Release: a reader that sees it move (acquire) sees the cell's new value (see CELLS). */
         rs_store_release_u32(p->cell_writes, rs_load_relaxed_u32(p->cell_writes) + 1);
+        rs_producer_check_doorbell(p);
     } else if (p->shared != NULL) {
         rs_add_relaxed_u64(&p->shared[metric].unlaned, increment);
     }

@@ -44,6 +44,31 @@ int rss_trim_heap(void);
  */
 int rss_map_blocks_on_their_own(int bytes);
 
+/**
+ * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED): before it returns, every running thread of every
+ * process registered for it passes a full memory barrier (a thread not running passed one when it
+ * was switched out). The doorbell's announcement (DOORBELL in ringside.h). Returns 0, or the errno.
+ */
+int rss_global_barrier(void);
+
+/**
+ * futex_waitv over `count` words (1 to 128): sleeps, if each word still holds its `expected`
+ * value, until one is woken or `deadline_ns` (CLOCK_MONOTONIC; 0: none) passes. `shared[i]` 0: a
+ * word of this process only (a private futex). Returns the index of the word woken, or -errno:
+ * -EAGAIN (a word did not hold its value), -ETIMEDOUT, -EINTR, -EFAULT (a word not mapped),
+ * -ENOSYS (a kernel before 5.16).
+ */
+int rss_futex_waitv(const uint64_t *addresses, const uint32_t *expected, const uint8_t *shared, uint32_t count,
+                    uint64_t deadline_ns);
+
+/** A futex word's store and load (release, acquire): Swift has no atomics on a pointer's word. */
+static inline void rss_word_store(uint32_t *word, uint32_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
+static inline uint32_t rss_word_load(const uint32_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+/** FUTEX_WAKE of every waiter on `word` (`shared` 0: a private futex). Returns the waiters woken,
+    or -errno. */
+int rss_futex_wake(uint32_t *word, int shared);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,8 @@ package final class Collector: @unchecked Sendable {
     private let pendingSettings = Locked<(sloRules: [SLORule], quantiles: [Double])?>(nil)
     /// The drain thread.
     private let loop = PartThread(name: "ringside-drain")
+    /// What the drain thread sleeps under besides its poll: the producers' doorbells.
+    private let doorbells: Doorbells
     /// `stop` began: its last pass leaves discovery out.
     private var stopping = false
     /// Descriptors kept for the HTTP server's connections and the process's own files (the
@@ -85,6 +87,7 @@ package final class Collector: @unchecked Sendable {
             throw .directoryHeld(directory: options.directory.path, reason: "\(error)")
         }
         scheduler = DrainScheduler(tracker: tracker)
+        doorbells = Doorbells(wakeDrain: { drainWatch.signal() })
         // Captures: the desk where any thread asks for one (the publisher's SLOs and bounds, the
         // tracker's dying bots, HTTP), the drain thread's part, and the directory they go to.
         var capture: (desk: CaptureDesk, writer: CaptureWriter)?
@@ -169,6 +172,7 @@ package final class Collector: @unchecked Sendable {
         precondition(!loop.isRunning, "the collector is already running")
         threadSampler?.start()
         discovery.start()
+        doorbells.start()
         loop.startOrExit { [self] in
             // A short slice: waking, the drain takes the CPU from a thread of the default slice at
             // once rather than after that one's slice or the next tick (docs/operations.md has the
@@ -179,8 +183,11 @@ package final class Collector: @unchecked Sendable {
                 // Busy rings are drained again at once; idle ones are looked at every poll, or
                 // sooner, as each part asks (see `sleepNanos`), or when a ring's file is opened,
                 // closed or grows a lane (inotify), or discovery found a ring.
-                if drained == 0 {
-                    _ = tracker.wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()), holds: tracker.holds(name:))
+                // The producers' doorbells wake it at their first write (see `Doorbells`).
+                if drained == 0, let most = doorbells.announceSleep(watch: scheduler.laneWatch, nowNanos: rs_clock_precise_ns()) {
+                    let sleep = min(sleepNanos(nowNanos: rs_clock_precise_ns()), most)
+                    _ = tracker.wakeup.wait(timeoutNanos: sleep, holds: tracker.holds(name:))
+                    doorbells.wokeUp()
                 }
             }
         }
@@ -194,6 +201,7 @@ package final class Collector: @unchecked Sendable {
         stopping = true
         discovery.stop()
         loop.stop(waking: tracker.wakeup.signal)
+        doorbells.stop()
         runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
         // Every capture asked for is written, those still waiting for their seconds after with what
         // came until now, before the collector goes.
@@ -280,6 +288,7 @@ package final class Collector: @unchecked Sendable {
         stats.lastPassMonotonicNanos = rs_clock_precise_ns()
         published.passed(atNanos: stats.lastPassMonotonicNanos)  // /health reads it on another thread
         stats.lastPassSeconds = Double(stats.lastPassMonotonicNanos &- startedNanos) / 1e9
+        stats.doorbell = doorbells.figures
         if now &- rateMark.nanos >= 1_000_000_000 {
             if rateMark.nanos != 0 {
                 stats.drainRate = Double(stats.recordsDrained - rateMark.drained) / (Double(now &- rateMark.nanos) / 1e9)

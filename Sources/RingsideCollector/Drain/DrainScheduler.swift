@@ -13,7 +13,7 @@ final class DrainScheduler {
     private let tracker: RingTracker
     /// The rings' lanes' write cursors, looked at together each pass, the rings in the watch's
     /// order, and what the pass visits.
-    private let laneWatch = LaneWatch()
+    let laneWatch = LaneWatch()
     private var watched = WatchedRings()
 
     /// The rings in the lane watch's order, the tracker's version of its rings they were taken

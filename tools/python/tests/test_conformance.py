@@ -86,7 +86,7 @@ def masked(data):
     ConformanceMask (Tests/RingsideKitTests/ConformanceCases.swift), at ringside.h's offsets: the
     header's created_realtime_ns and created_monotonic_ns (0x038), heartbeat_ns, producer_start_ns
     and producer_pid (0x088 to 0x09B), sample_above (0x0B0: the pure backend never samples, and
-    writes 0); each lane's heartbeat_ns (0x10), owner_tid (0x1C) and thread_name (0x28), and each
+    writes 0) and rings_doorbell (0x0B4: 1 where the process could register for the barrier); each lane's heartbeat_ns (0x10), owner_tid (0x1C) and thread_name (0x28), and each
     value record's timestamp_ns (0x00: an exemplar record's holds the exemplar's bytes, compared)."""
     data = bytearray(data)
 
@@ -97,7 +97,7 @@ def masked(data):
         return bytes(data)
     zero(0x38, 0x48)
     zero(0x88, 0x9C)
-    zero(0xB0, 0xB4)
+    zero(0xB0, 0xB8)
     lanes_offset, lane_size, records_offset = word(data, 0x30, 8), word(data, 0x48, 8), word(data, 0x50, 4)
     capacity = 1 << (word(data, 0x14, 4) & 31)
     for lane in range(min(word(data, 0x80, 4), MAX_LANES)):
@@ -144,9 +144,11 @@ HEADER_FIELDS = ((0x000, "magic"), (0x008, "version"), (0x00C, "header_size"), (
                  (0x058, "metric_cell_size"), (0x05C, "lane_header_size"), (0x060, "lane_gather_offset"),
                  (0x064, "gather_cell_size"), (0x068, "layout_reserved"), (0x080, "lanes_allocated"), (0x084, "metric_count"),
                  (0x088, "heartbeat_ns"), (0x090, "producer_start_ns"), (0x098, "producer_pid"), (0x09C, "producer_attaches"),
-                 (0x0A0, "lanes_exhausted"), (0x0A8, "workers_refused"), (0x0B0, "sample_above"), (0x0B4, "producer_reserved"),
+                 (0x0A0, "lanes_exhausted"), (0x0A8, "workers_refused"), (0x0B0, "sample_above"), (0x0B4, "rings_doorbell"),
+                 (0x0B8, "producer_reserved"),
                  (0x100, "consumer_pid"), (0x104, "weights_reader_pid"), (0x108, "consumer_heartbeat_ns"),
-                 (0x110, "drain_interval_ns"), (0x118, "consumer_reserved"), (0x180, "bot_control"), (0x184, "control_reserved"),
+                 (0x110, "drain_interval_ns"), (0x118, "consumer_reserved"), (0x140, "doorbell"),
+                 (0x144, "doorbell_reserved"), (0x180, "bot_control"), (0x184, "control_reserved"),
                  (0x1C0, "past the header struct"))
 ENTRY_FIELDS = ((0x000, "index"), (0x004, "kind"), (0x005, "unit"), (0x006, "gauge_merge"), (0x007, "form"),
                 (0x008, "sample_every"), (0x00C, "name_length"), (0x00E, "labels_length"), (0x010, "help_length"),

@@ -86,7 +86,7 @@ fn word(data: &[u8], offset: usize, size: usize) -> usize {
 /// ConformanceMask (Tests/RingsideKitTests/ConformanceCases.swift), at ringside.h's offsets: the
 /// header's created_realtime_ns and created_monotonic_ns (0x038), heartbeat_ns, producer_start_ns
 /// and producer_pid (0x088 to 0x09B), sample_above (0x0B0: Python's pure backend never samples,
-/// and writes 0); each lane's heartbeat_ns (0x10), owner_tid (0x1C) and thread_name (0x28), and
+/// and writes 0) and rings_doorbell (0x0B4: 1 where the process could register for the barrier); each lane's heartbeat_ns (0x10), owner_tid (0x1C) and thread_name (0x28), and
 /// each value record's timestamp_ns (0x00: an exemplar record's holds the exemplar's bytes, compared).
 fn masked(mut data: Vec<u8>) -> Vec<u8> {
     if data.len() < HEADER_SIZE {
@@ -96,7 +96,7 @@ fn masked(mut data: Vec<u8>) -> Vec<u8> {
     let mut zero = |start: usize, end: usize| data[start.min(length)..end.min(length)].fill(0);
     zero(0x38, 0x48);
     zero(0x88, 0x9C);
-    zero(0xB0, 0xB4);
+    zero(0xB0, 0xB8);
     let (lanes_offset, lane_size, records_offset) = (word(&data, 0x30, 8), word(&data, 0x48, 8), word(&data, 0x50, 4));
     let capacity = 1usize << (word(&data, 0x14, 4) & 31);
     for lane in 0..word(&data, 0x80, 4).min(MAX_LANES) {
@@ -171,12 +171,15 @@ const HEADER_FIELDS: &[(usize, &str)] = &[
     (0x0A0, "lanes_exhausted"),
     (0x0A8, "workers_refused"),
     (0x0B0, "sample_above"),
-    (0x0B4, "producer_reserved"),
+    (0x0B4, "rings_doorbell"),
+    (0x0B8, "producer_reserved"),
     (0x100, "consumer_pid"),
     (0x104, "weights_reader_pid"),
     (0x108, "consumer_heartbeat_ns"),
     (0x110, "drain_interval_ns"),
     (0x118, "consumer_reserved"),
+    (0x140, "doorbell"),
+    (0x144, "doorbell_reserved"),
     (0x180, "bot_control"),
     (0x184, "control_reserved"),
     (0x1C0, "past the header struct"),

@@ -1,0 +1,43 @@
+// The consumer's side of the doorbell (DOORBELL in ringside.h): the word it sets before it sleeps,
+// which the file's producers clear when they write, waking it.
+
+import CRingside
+
+extension MappedRingFile {
+    private static let doorbellOffset = MemoryLayout<rs_header>.offset(of: \.doorbell)!
+    private static let ringsDoorbellOffset = MemoryLayout<rs_header>.offset(of: \.rings_doorbell)!
+
+    private var doorbell: UnsafeMutablePointer<UInt32> { field(Self.doorbellOffset, as: UInt32.self) }
+
+    /// Whether the attached process says it rings the doorbell (relaxed: a hint; a producer that
+    /// does not ring is drained at the poll all the same).
+    var ringsDoorbell: Bool { rs_load_relaxed_u32(field(Self.ringsDoorbellOffset, as: UInt32.self)) != 0 }
+
+    /// The doorbell's address, for a futex wait on it (the kernel reads it, never Swift).
+    var doorbellAddress: UInt64 { UInt64(UInt(bitPattern: doorbell)) }
+
+    /// Sets the doorbell: the consumer is about to sleep (the announcement's barrier comes after).
+    func armDoorbell() { rs_store_relaxed_u32(doorbell, 1) }
+
+    /// Clears the doorbell if it is still set (the consumer woke for another reason), so that no
+    /// producer rings a consumer that is awake. Only loads while it is clear: no line written.
+    func disarmDoorbell() {
+        if rs_load_relaxed_u32(doorbell) != 0 { rs_store_relaxed_u32(doorbell, 0) }
+    }
+
+    /// Whether the doorbell is set (tests, and the dump).
+    var doorbellIsSet: Bool { rs_load_relaxed_u32(doorbell) != 0 }
+}
+
+extension RingConsumer {
+    /// Whether the bot's attached process rings the doorbell (see `MappedRingFile.ringsDoorbell`).
+    package var ringsDoorbell: Bool { mappedFile.ringsDoorbell }
+    /// The doorbell's address, for a futex wait on it.
+    package var doorbellAddress: UInt64 { mappedFile.doorbellAddress }
+    /// Sets the doorbell before the consumer sleeps.
+    package func armDoorbell() { mappedFile.armDoorbell() }
+    /// Clears the doorbell once the consumer is awake.
+    package func disarmDoorbell() { mappedFile.disarmDoorbell() }
+    /// Whether the doorbell is set.
+    package var doorbellIsSet: Bool { mappedFile.doorbellIsSet }
+}

@@ -1,0 +1,170 @@
+import CRingside
+import Ringside
+import RingsideSnapshot
+import RingsideSystem
+
+/// The doorbells the drain thread sleeps under (DOORBELL in ringside.h), so that the first record,
+/// increment or gauge written after it fell asleep wakes it, instead of its next poll.
+///
+/// Before a sleep the drain sets the doorbell of each ring whose producer rings (at most
+/// `DoorbellWaiter.maxWords`; the others wait for the poll), puts a barrier on every producer
+/// thread (`System.globalBarrier`), then looks at every lane again: it sleeps only if none moved,
+/// so a record written before the announcement is seen by that look, and one written after it
+/// rings. The `DoorbellWaiter` sleeps on the words on a thread of its own and wakes the drain.
+/// Touched by the drain thread only.
+final class Doorbells {
+    private let waiter: DoorbellWaiter
+    /// The rings whose doorbells the current sleep set (their consumers keep the words mapped).
+    private var armed: [RingConsumer] = []
+    /// The waiter's wakes as last seen, and when the last one came: a doorbell rung at every
+    /// sleep is set again only after `DrainTiming.minimumSleepNanos`, so it costs at most the
+    /// passes a busy ring does.
+    private var wakesSeen = 0
+    private var lastWakeNanos: UInt64 = 0
+    /// When the look after an announcement last found a lane moved.
+    private var lastMovedNanos: UInt64 = 0
+    /// False once the barrier failed (a kernel without it, or a seccomp filter): the drain polls.
+    private var barrierWorks = true
+    private(set) var figures = DoorbellFigures()
+
+    init(wakeDrain: @escaping @Sendable () -> Void) {
+        waiter = DoorbellWaiter(wakeDrain: wakeDrain)
+    }
+
+    func start() { waiter.start() }
+    func stop() { waiter.stop() }
+
+    /// Announces the sleep to the producers of the rings `watch` holds. Returns nil when a lane
+    /// moved meanwhile (records came as the drain went to sleep: it drains them instead of
+    /// sleeping); else the longest the sleep may be (`.max`: as long as the drain's parts ask).
+    /// Within `DrainTiming.minimumSleepNanos` of a ring, or of such a look, it sets no doorbell
+    /// and the sleep lasts until then at most: a producer writing at every sleep costs at most
+    /// the passes a busy ring does.
+    func announceSleep(watch: LaneWatch, nowNanos now: UInt64) -> UInt64? {
+        noteWakes(nowNanos: now)
+        let lastActive = max(lastWakeNanos, lastMovedNanos)
+        if lastActive != 0, now &- lastActive < DrainTiming.minimumSleepNanos {
+            return DrainTiming.minimumSleepNanos - (now &- lastActive)
+        }
+        guard barrierWorks, waiter.isRunning else { return .max }
+        disarm()  // none set but by this announcement
+        let consumers = watch.watchedConsumers
+        for consumer in consumers where consumer.ringsDoorbell && armed.count < DoorbellWaiter.maxWords {
+            consumer.armDoorbell()
+            armed.append(consumer)
+        }
+        figures.watchedRings = armed.count
+        figures.polledRings = consumers.count - armed.count
+        guard !armed.isEmpty else { return .max }
+        do {
+            try System.globalBarrier()
+        } catch {
+            barrierWorks = false
+            figures.barrierFailed = true
+            disarm()
+            return .max
+        }
+        if watch.anyMoved() {
+            disarm()
+            lastMovedNanos = now
+            figures.caughtByLook += 1
+            return nil
+        }
+        figures.sleeps += 1
+        waiter.watch(armed.map(\.doorbellAddress))
+        return .max
+    }
+
+    /// After a sleep: the waiter lets go of the doorbells, then those still set are cleared, so
+    /// that no producer rings a drain awake (and no clearing of the drain's is taken for a ring).
+    func wokeUp() {
+        guard !armed.isEmpty else { return }
+        waiter.watch([])
+        disarm()
+        noteWakes(nowNanos: rs_clock_precise_ns())
+    }
+
+    private func disarm() {
+        for consumer in armed { consumer.disarmDoorbell() }
+        armed.removeAll(keepingCapacity: true)
+    }
+
+    private func noteWakes(nowNanos now: UInt64) {
+        let wakes = waiter.wakes
+        if wakes != wakesSeen {
+            wakesSeen = wakes
+            lastWakeNanos = now
+            figures.wakes = UInt64(wakes)
+        }
+    }
+}
+
+/// Sleeps on the doorbells the drain set (a futex wait on up to 128 words: its own word, for a new
+/// list or `stop`, and 127 doorbells) on a thread of its own (`ringside-bell`), and wakes the drain
+/// when a producer rings one. Between the drain thread and its own thread only its `Locked` list
+/// and its word cross.
+final class DoorbellWaiter: Sendable {
+    /// Doorbells one wait takes: the kernel's most words, less the waiter's own.
+    static let maxWords = System.futexWaitMaxWords - 1
+
+    private struct Watched {
+        var addresses: [UInt64] = []
+        var generation: UInt32 = 0
+        var wakes = 0
+    }
+
+    private let thread = PartThread(name: "ringside-bell")
+    private let watched = Locked(Watched())
+    /// The waiter's own futex word: the list's generation, bumped by `watch` and `stop`.
+    private let word = FutexWordOfOurOwn()
+    private let wakeDrain: @Sendable () -> Void
+
+    init(wakeDrain: @escaping @Sendable () -> Void) {
+        self.wakeDrain = wakeDrain
+    }
+
+    var isRunning: Bool { thread.isRunning }
+    /// Sleeps a producer's ring ended, since the start.
+    var wakes: Int { watched.withLock { $0.wakes } }
+
+    func start() {
+        // A collector that cannot start the thread polls, as with a producer that does not ring.
+        _ = thread.start { [self] in run() }
+    }
+
+    func stop() {
+        _ = thread.stop(waking: { bump(nil) })
+    }
+
+    /// Sleeps on `addresses` (doorbells the drain set) from now, instead of the last list.
+    func watch(_ addresses: [UInt64]) { bump(addresses) }
+
+    private func bump(_ addresses: [UInt64]?) {
+        watched.withLock { watched in
+            if let addresses { watched.addresses = addresses }
+            watched.generation &+= 1
+            word.store(watched.generation)
+        }
+        word.wake()
+    }
+
+    private func run() {
+        while !thread.isStopping {
+            let (addresses, generation) = watched.withLock { ($0.addresses, $0.generation) }
+            var words = [System.FutexWord(address: word.address, expected: generation, shared: false)]
+            words += addresses.map { System.FutexWord(address: $0, expected: 1, shared: true) }
+            let outcome = System.futexWait(words, deadlineNanos: nil)
+            if case .woken(0) = outcome { continue }  // a new list, or stop
+            if case .timedOut = outcome { continue }  // a signal
+            if case .changed = outcome, word.load() != generation { continue }
+            // A doorbell rang (or was cleared before the wait began, or its page is gone): the
+            // drain looks. The list is done with: its words are clear until the next sleep.
+            watched.withLock { watched in
+                guard watched.generation == generation else { return }
+                watched.addresses = []
+                watched.wakes += 1
+            }
+            wakeDrain()
+        }
+    }
+}

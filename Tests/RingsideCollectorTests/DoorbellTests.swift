@@ -1,0 +1,198 @@
+import CRingside
+import Dispatch
+import Foundation
+import Ringside
+import RingsideSystem
+import RingsideTestSupport
+import Synchronization
+import Testing
+
+@testable import RingsideCollector
+
+/// The doorbell (DOORBELL in ringside.h): the first write after the drain announced its sleep
+/// wakes it, and no wake is lost.
+@Suite("Doorbells")
+struct DoorbellTests {
+    @Test("a record, an increment and a gauge each clear a set doorbell (the producer rang), and say the process rings")
+    func everyWriteRings() throws {
+        try withBot("rings", options: .init(laneCapacity: 64)) { directory, bot in
+            let latency = try bot.histogram("latency")
+            let orders = try bot.counter("orders")
+            let depth = try bot.gauge("depth")
+            latency.record(1)  // the thread's lane
+            let consumer = try RingConsumer("rings", directory: directory)
+            #expect(consumer.ringsDoorbell, "a C producer registers for the barrier and says it rings")
+            let writes: [(String, () -> Void)] = [
+                ("record", { latency.record(2) }), ("increment", { orders.increment() }), ("gauge", { depth.set(3) }),
+            ]
+            for (what, write) in writes {
+                consumer.armDoorbell()
+                #expect(consumer.doorbellIsSet)
+                write()
+                #expect(!consumer.doorbellIsSet, "a \(what) rang the doorbell")
+            }
+            // Not set: a write leaves the word alone (no store to the consumer's line).
+            latency.record(4)
+            #expect(!consumer.doorbellIsSet)
+        }
+    }
+
+    /// The drain here sleeps on the doorbell and on nothing else (no poll, no snapshot, no
+    /// inotify): a wake lost would leave it asleep, and the minute's wait below would fail.
+    @Test("no wake is lost: a record written at a random moment after the drain announced its sleep wakes it, 3,000 times")
+    func noWakeIsLost() throws {
+        try withBot("bell", options: .init(laneCapacity: 1 << 10)) { directory, bot in
+            let values = try bot.histogram("values")
+            let started = Atomic<Int>(0)  // 1: the producer's thread has its lane; 2: the watch is made
+            let consumer = try RingConsumer("bell", directory: directory)
+            let watch = LaneWatch()
+            let signals = Atomic<Int>(0)
+            let rung = DispatchSemaphore(value: 0)
+            let doorbells = Doorbells(wakeDrain: {
+                signals.add(1, ordering: .relaxed)
+                rung.signal()
+            })
+            doorbells.start()
+            defer { doorbells.stop() }
+
+            let tries = 3_000
+            let drainedTries = Atomic<Int>(0)
+            let finished = Atomic<Bool>(false)
+            // The producer's view of the word (the thread takes an address, not the consumer).
+            let bell = UInt(consumer.doorbellAddress)
+            let isSet = { @Sendable in rs_load_relaxed_u32(UnsafeMutablePointer<UInt32>(bitPattern: bell)!) != 0 }
+            let producer = Thread {
+                var generator = SystemRandomNumberGenerator()
+                Self.claimLane(values, started: started)
+                for attempt in 1...tries {
+                    // The announcement: the drain set the word (its barrier and look may still be under way).
+                    while !isSet() { if finished.load(ordering: .relaxed) { return } }
+                    // Often at once (during the barrier and the look), else up to 30 µs later.
+                    let delay = Bool.random(using: &generator) ? 0 : UInt64.random(in: 0..<30_000, using: &generator)
+                    let until = System.monotonicNanos() + delay
+                    while System.monotonicNanos() < until {}
+                    values.record(UInt64(attempt))
+                    while drainedTries.load(ordering: .acquiring) < attempt {}
+                }
+            }
+            producer.start()
+            var drained = try Self.watchOnceClaimed(consumer, watch, started: started)
+
+            var (caught, woken) = (0, 0)
+            var moved = [false]
+            var counted = [false]
+            while drained < tries + 1 {
+                let before = drained
+                // As a pass does: mark the lanes moved, then drain.
+                watch.markMoved(&moved, counted: &counted)
+                try consumer.drain { batch, _ in drained += batch.count }
+                if drained > before {
+                    drainedTries.store(drained - 1, ordering: .releasing)
+                    continue
+                }
+                guard let most = doorbells.announceSleep(watch: watch, nowNanos: System.monotonicNanos()) else {
+                    caught += 1  // written as the drain went to sleep: seen by the look after the announcement
+                    continue
+                }
+                if most == .max {
+                    guard rung.wait(timeout: .now() + 60) == .success else {
+                        Issue.record("a wake was lost: the drain slept a minute with \(drained - 1) of \(tries) records drained")
+                        break
+                    }
+                    woken += 1
+                } else {
+                    System.nanosleep(most)  // just after a ring: no doorbell set, a short sleep
+                }
+                doorbells.wokeUp()
+            }
+            drainedTries.store(tries, ordering: .releasing)
+            finished.store(true, ordering: .relaxed)
+            #expect(drained == tries + 1)
+            #expect(caught + woken == tries, "each record ended one sleep, or stopped one beginning")
+            #expect(signals.load(ordering: .relaxed) == woken, "no wake without a ring")
+            #expect(doorbells.figures.wakes == UInt64(woken) && doorbells.figures.caughtByLook == UInt64(caught))
+            print("doorbell: \(woken) sleeps woken by a ring, \(caught) not begun (the look saw the record)")
+        }
+    }
+
+    /// Here the producer writes whenever it likes, so some records come between the drain's last
+    /// look and its announcement (no ring: the look after the barrier must see them), some during
+    /// it, some while it sleeps. The drain sleeps on the doorbell alone.
+    @Test("a record written at a random moment, whatever the drain is doing, never leaves it asleep: 5,000 records, one at a time")
+    func recordsAtRandomMomentsAreAllSeen() throws {
+        try withBot("random", options: .init(laneCapacity: 1 << 12)) { directory, bot in
+            let values = try bot.histogram("values")
+            let started = Atomic<Int>(0)
+            let consumer = try RingConsumer("random", directory: directory)
+            let watch = LaneWatch()
+            let rung = DispatchSemaphore(value: 0)
+            let doorbells = Doorbells(wakeDrain: { rung.signal() })
+            doorbells.start()
+            defer { doorbells.stop() }
+            let records = 5_000
+            let drainedRecords = Atomic<Int>(0)
+            let finished = Atomic<Bool>(false)
+            let producer = Thread {
+                var generator = SystemRandomNumberGenerator()
+                Self.claimLane(values, started: started)
+                for value in 1...records {
+                    // A random moment after the last record was drained: the drain may be draining,
+                    // looking, announcing, or asleep.
+                    let until = System.monotonicNanos() + UInt64.random(in: 0..<300_000, using: &generator)
+                    while System.monotonicNanos() < until {}
+                    values.record(UInt64(value))
+                    // One record at a time: a record the drain missed is not rescued by the next one's ring.
+                    while drainedRecords.load(ordering: .acquiring) < value { if finished.load(ordering: .relaxed) { return } }
+                }
+            }
+            producer.start()
+            var drained = try Self.watchOnceClaimed(consumer, watch, started: started)
+            var moved = [false]
+            var counted = [false]
+            while drained < records + 1 {
+                let before = drained
+                // As a pass does: mark the lanes moved, then drain.
+                watch.markMoved(&moved, counted: &counted)
+                try consumer.drain { batch, _ in drained += batch.count }
+                if drained > before {
+                    drainedRecords.store(drained - 1, ordering: .releasing)
+                    continue
+                }
+                guard let most = doorbells.announceSleep(watch: watch, nowNanos: System.monotonicNanos()) else { continue }
+                if most == .max {
+                    guard rung.wait(timeout: .now() + 60) == .success else {
+                        Issue.record("the drain slept a minute with \(drained - 1) of \(records) records drained")
+                        break
+                    }
+                } else {
+                    System.nanosleep(most)
+                }
+                doorbells.wokeUp()
+            }
+            finished.store(true, ordering: .relaxed)
+            #expect(drained == records + 1)
+            let figures = doorbells.figures
+            #expect(figures.wakes > 0)
+            print("doorbell: \(figures.sleeps) sleeps, \(figures.wakes) woken by a ring, \(figures.caughtByLook) not begun")
+        }
+    }
+
+    /// On the producer's thread: claims its lane with a first record, then waits for the watch.
+    private static func claimLane(_ values: Bot.Histogram, started: borrowing Atomic<Int>) {
+        values.record(0)
+        started.store(1, ordering: .releasing)
+        while started.load(ordering: .acquiring) != 2 {}
+    }
+
+    /// Once the producer's thread has its lane: maps it, drains the first record, and watches the
+    /// lane (as a pass would after inotify said the file grew). Returns the records drained (1).
+    private static func watchOnceClaimed(_ consumer: RingConsumer, _ watch: LaneWatch, started: borrowing Atomic<Int>) throws -> Int {
+        while started.load(ordering: .acquiring) != 1 {}
+        consumer.lookForNewLanes()
+        var drained = 0
+        try consumer.drain { batch, _ in drained += batch.count }
+        watch.watch([consumer])
+        started.store(2, ordering: .releasing)
+        return drained
+    }
+}
