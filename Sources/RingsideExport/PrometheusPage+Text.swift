@@ -57,6 +57,17 @@ extension PrometheusPage {
         }.results
     }
 
+    /// The bytes of the families in `range`, as `write` writes them, in parts of about
+    /// `linesPerPart` lines each, never joined: a page is held once, not once in slices and once
+    /// more as their join.
+    func writeParts(
+        reusing buffers: inout [TextBuffer], threads: Int, openMetrics: Bool, families range: Range<Int>?, linesPerPart: Int
+    ) -> [[UInt8]] {
+        writeSlices(reusing: &buffers, threads: threads, openMetrics: openMetrics, families: range, linesPerSlice: linesPerPart) {
+            $0.bytes
+        }.results
+    }
+
     /// Writes the families in `range` in slices (`threads` of them, or of about `linesPerSlice`
     /// lines each), `threads` at once, each into a buffer of `buffers` (reused from one batch to
     /// the next), then `finish`es it on the thread that wrote it. Returns what `finish` made of

@@ -13,12 +13,18 @@ package final class PrometheusRenderer: Sendable {
 
     /// Lines of text deflated as one piece (see `renderSections`' `.deflated`).
     private let linesPerPiece: Int
+    /// Lines of text in a part of a page written in parts (see `renderSections`' `.parts`).
+    private let linesPerPart: Int
 
-    /// - Parameter linesPerPiece: lines of text in a piece deflated as it is written: about 20 MB, so
-    ///   that deflating restarts rarely (a piece begins with an empty dictionary) and the slices
-    ///   written at once hold little.
-    package init(linesPerPiece: Int = 250_000) {
+    /// - Parameters:
+    ///   - linesPerPiece: lines of text in a piece deflated as it is written: about 20 MB, so
+    ///     that deflating restarts rarely (a piece begins with an empty dictionary) and the slices
+    ///     written at once hold little.
+    ///   - linesPerPart: lines of text in a part of a page written in parts: about 2 MB of short
+    ///     labels, so that the slices' buffers, copied into the parts, add little to the page.
+    package init(linesPerPiece: Int = 250_000, linesPerPart: Int = 25_000) {
         self.linesPerPiece = linesPerPiece
+        self.linesPerPart = linesPerPart
     }
 
     /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
@@ -32,6 +38,9 @@ package final class PrometheusRenderer: Sendable {
     /// The series' section of a page, as `renderSections` writes it.
     package enum SeriesSection: Sendable, Equatable {
         case text([UInt8])
+        /// As text in parts of about `linesPerPart` lines each, never joined: a plain page of
+        /// 100,000 series (440 MB) is sent from its parts, not copied once more into one.
+        case parts([[UInt8]])
         /// Deflated as pieces of a gzip member (none its last): see `Zlib.gzipMember`.
         case deflated([Zlib.Piece])
     }
@@ -39,6 +48,7 @@ package final class PrometheusRenderer: Sendable {
     /// How `renderSections` writes the series' section: as text, or deflated at `level`.
     package enum SeriesForm: Sendable {
         case text
+        case parts
         case deflated(level: Int32)
     }
 
@@ -64,6 +74,7 @@ package final class PrometheusRenderer: Sendable {
             switch series {
             case nil: nil
             case .text: .text(write(page, format: format, families: sections.series, threads: threads))
+            case .parts: .parts(writeParts(page, format: format, families: sections.series, threads: threads))
             case let .deflated(level): .deflated(deflate(page, format: format, families: sections.series, threads: threads, level: level))
             }
         return (seriesSection, write(page, format: format, families: sections.own, threads: threads))
@@ -88,12 +99,20 @@ package final class PrometheusRenderer: Sendable {
         }
     }
 
+    /// The families in `families` as text in parts of about `linesPerPart` lines each (protobuf:
+    /// one part).
+    private func writeParts(_ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>, threads: Int) -> [[UInt8]] {
+        if format == .protobuf { return [page.writeProtobuf(families: families)] }
+        return buffers.withLock { buffers in
+            let parts = page.writeParts(
+                reusing: &buffers, threads: threads, openMetrics: format == .openMetrics, families: families, linesPerPart: linesPerPart)
+            if buffers.reduce(0, { $0 + $1.capacity }) > Self.keptBufferBytes { buffers = [] }
+            return parts
+        }
+    }
+
     /// Threads a large page is written and deflated on by default: the machine's cores, at most 4.
     package static var threads: Int { PrometheusPage.threads }
-
-    /// Bytes of a section deflated as one piece when it is deflated after it was written whole
-    /// (text kept for a plain page), as `linesPerPiece` are when written deflated.
-    package static let pieceBytes = 16 << 20
 
     func write(_ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>? = nil, threads: Int) -> [UInt8] {
         if format == .protobuf { return page.writeProtobuf(families: families) }

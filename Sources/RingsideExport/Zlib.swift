@@ -68,6 +68,16 @@ package enum Zlib {
         return pieces.withLock { $0.map { $0! } }
     }
 
+    /// Each of `parts` deflated as a piece (none of them the last), `threads` at a time.
+    package static func pieces(parts: [[UInt8]], threads: Int, level: Int32) -> [Piece] {
+        let pieces = Locked([Piece?](repeating: nil, count: parts.count))
+        Turns.run(parts.count, threads: threads) { index in
+            let deflated = piece(parts[index], last: false, level: level)
+            pieces.withLock { $0[index] = deflated }
+        }
+        return pieces.withLock { $0.map { $0! } }
+    }
+
     /// Bytes that threads read at once, none writing them.
     private struct SharedBytes: @unchecked Sendable {
         let bytes: UnsafeBufferPointer<UInt8>

@@ -162,6 +162,51 @@ struct MetricsPagesTests {
     }
 
     @Test(
+        "a plain page larger than the bound kept is sent from its parts and let go: nothing held at its size after the scrape, nor rendered ahead; a smaller one and the gzipped page are kept"
+    )
+    func largePlainPageLetGo() throws {
+        try withBot("large", options: .init(laneCapacity: 1024)) { directory, bot in
+            let latencies = try (0..<40).map { try bot.histogram("latency", unit: .nanoseconds, labels: ["n": String($0)]) }
+            for latency in latencies { latency.record(1_000) }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            pass(collector)
+            let published = collector.published
+            // Parts of 100 lines: the page (40 series of some 50 lines) is written in several, never joined.
+            let large = MetricsPages(
+                published: published, source: { published.snapshot }, process: { fixedProcess }, keptPlainBytes: 4_096,
+                renderer: PrometheusRenderer(linesPerPart: 100))
+            let small = MetricsPages(published: published, source: { published.snapshot }, process: { fixedProcess })
+            let plain = MetricsPages.Variant(.text, gzip: false), gzipped = MetricsPages.Variant(.text, gzip: true)
+            var pageBytes = 0
+            for _ in 0..<2 {  // twice: polled, as a scraper does
+                let page = large.page(for: plain)
+                pageBytes = page.parts.reduce(0) { $0 + $1.count }
+                #expect(page.parts.count > 2, "the series' text in parts, then the collector's own: \(page.parts.count) parts")
+                #expect(pageBytes > 10 * 4_096, "\(pageBytes) bytes")
+                #expect(large.keptBytes == 0, "\(large.keptBytes) bytes kept after a page of \(pageBytes) was sent")
+                _ = small.page(for: plain)
+                #expect(small.keptBytes >= pageBytes, "a page within the bound is kept for the next scrape")
+            }
+            for _ in 0..<2 { _ = large.page(for: gzipped) }
+            #expect(large.keptBytes > 0 && large.keptBytes < pageBytes / 4, "the gzipped page kept: \(large.keptBytes) bytes")
+
+            // A change: the small plain page and the gzipped one are rendered ahead, the large plain one is not.
+            for latency in latencies { latency.record(2_000) }
+            pass(collector)
+            renderTurn(large)
+            renderTurn(small)
+            // (A kept page of the latest snapshot answers the second scrape: one render each, then one ahead.)
+            #expect(large.renders(of: plain) == 2, "rendered for each of its two scrapes, not ahead")
+            #expect(large.renders(of: gzipped) == 2 && small.renders(of: plain) == 2, "rendered ahead")
+            #expect(large.keptBytes < pageBytes / 4)
+            // The next scrape shows the change all the same, and leaves nothing at its size.
+            let text = String(decoding: large.page(for: plain).parts.joined(), as: UTF8.self)
+            #expect(text.contains("latency_seconds_count{ring=\"large\",n=\"7\"} 2\n"))
+            #expect(large.keptBytes < pageBytes / 4)
+        }
+    }
+
+    @Test(
         "while a render is held, scrapes get the page before it at once and the drain goes on publishing; the change shows once it is done")
     func slowRenderDelaysNothing() throws {
         try withBot("slow", options: .init(laneCapacity: 1 << 14)) { directory, bot in

@@ -265,11 +265,13 @@ package final class CollectorEndpoints: Sendable {
         let version = PageVersion(snapshot)
         if let hit = cachedBody(key, version: version) { return hit }
         let body = render(snapshot)
+        // An uncompressed page too large to keep (as `/metrics`'s, see `MetricsPages.keptPlainBytes`)
+        // is sent and let go: a `curl` of `/latest` for 100,000 series leaves nothing behind.
+        if !key.hasSuffix(" gzip"), body.count > MetricsPages.keptPlainBytes { return body }
         cache.withLock { cache in
             guard !version.isOlder(than: cache.version) else { return }
             if version != cache.version { cache = (version, [:]) }
-            // One uncompressed page at most (compressed ones are a fortieth of it): the memory
-            // budget counts one page cached beside one being written (see SeriesCost).
+            // One uncompressed page at most (compressed ones are a fortieth of it).
             if !key.hasSuffix(" gzip") { cache.bodies = cache.bodies.filter { $0.key.hasSuffix(" gzip") } }
             cache.bodies[key] = body
         }

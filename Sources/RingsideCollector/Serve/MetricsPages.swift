@@ -25,7 +25,11 @@ import Synchronization
 /// render (docs/collector.md, "Pages rendered ahead").
 ///
 /// Memory: at most one format's uncompressed page is kept (the format last scraped without
-/// gzip); a gzipped page keeps only its compressed pieces.
+/// gzip), and only while it is at most `keptPlainBytes`: a larger one (a page of some 7,000
+/// series or more) is rendered for each scrape, in parts never joined, and let go once sent, not
+/// rendered ahead (Prometheus asks for gzip; a plain page of 100,000 series, 440 MB, kept for the
+/// next `curl` would take more than the series themselves). A gzipped page keeps only its
+/// compressed pieces.
 ///
 /// Threads: `page(for:)` is the HTTP render worker's; `start` and `stop` the daemon's; the
 /// render itself runs on this part's thread (or, when it is not started, on the caller's),
@@ -59,8 +63,8 @@ package final class MetricsPages: Sendable {
     private struct Kept {
         /// The series whose section is kept (nil: none, or the page does not split).
         var key: SeriesContentKey?
-        /// The series' section, uncompressed while the format is scraped without gzip, deflated while with.
-        var series: [UInt8]?
+        /// The series' section, uncompressed (in parts) while the format is scraped without gzip, deflated while with.
+        var series: [[UInt8]]?
         var seriesPieces: [Zlib.Piece]?
         /// The pages, by whether gzipped.
         var pages: [Bool: Page] = [:]
@@ -82,6 +86,9 @@ package final class MetricsPages: Sendable {
         var previousScrape: [Variant: UInt64] = [:]
         /// The one format whose uncompressed page is kept.
         var plainFormat: ExpositionFormat?
+        /// Formats whose last uncompressed page was larger than `keptPlainBytes`: rendered for
+        /// each scrape and let go once sent, never ahead.
+        var sentOnly: Set<ExpositionFormat> = []
         var waiters: [Waiter] = []
         /// Renders made, by variant (tests and the docs' figures read them).
         var renders: [Variant: Int] = [:]
@@ -96,12 +103,19 @@ package final class MetricsPages: Sendable {
         func isPolled(_ variant: Variant, nowNanos now: UInt64) -> Bool {
             previousScrape[variant].map { now &- $0 <= MetricsPages.interestNanos } ?? false
         }
+
+        /// Whether the thread keeps `variant`'s page up to date (its uncompressed page is one
+        /// kept, of the format last scraped without gzip and not too large to keep).
+        func isRenderedAhead(_ variant: Variant, nowNanos now: UInt64) -> Bool {
+            isPolled(variant, nowNanos: now) && (variant.gzip || variant.format == plainFormat && !sentOnly.contains(variant.format))
+        }
     }
 
     private let published: PublishedSnapshot
     private let source: @Sendable () -> Snapshot
+    private let keptPlainBytes: Int
     private let process: @Sendable () -> ProcessMetrics?
-    private let renderer = PrometheusRenderer()
+    private let renderer: PrometheusRenderer
     private let state = Locked(State())
     /// Held while a page is rendered: one at a time.
     private let rendering = Locked(())
@@ -112,12 +126,17 @@ package final class MetricsPages: Sendable {
     /// - Parameters:
     ///   - source: the latest snapshot with what the subscribers report (read after `published.revision`).
     ///   - process: the process's own figures, read when a page is rendered.
+    ///   - keptPlainBytes: the largest uncompressed page kept for the next scrape.
+    ///   - renderer: what writes the pages (tests give one of small parts).
     package init(
         published: PublishedSnapshot, source: @escaping @Sendable () -> Snapshot,
-        process: @escaping @Sendable () -> ProcessMetrics? = { ProcessMetrics.read() }
+        process: @escaping @Sendable () -> ProcessMetrics? = { ProcessMetrics.read() }, keptPlainBytes: Int = MetricsPages.keptPlainBytes,
+        renderer: PrometheusRenderer = PrometheusRenderer()
     ) {
+        self.renderer = renderer
         self.published = published
         self.source = source
+        self.keptPlainBytes = keptPlainBytes
         self.process = process
         published.watch { [wakeup] in wakeup.signal() }
     }
@@ -164,6 +183,19 @@ package final class MetricsPages: Sendable {
 
     /// Renders made of `variant` so far.
     package func renders(of variant: Variant) -> Int { state.withLock { $0.renders[variant] ?? 0 } }
+
+    /// The bytes of the pages and series' sections kept (a section shared by a page counted once).
+    package var keptBytes: Int {
+        state.withLock { state in
+            state.kept.values.reduce(0) { sum, kept in
+                let text = (kept.series ?? []).reduce(0) { $0 + $1.count }
+                let series = text + (kept.seriesPieces ?? []).reduce(0) { $0 + $1.deflated.count }
+                let pages = kept.pages.values.reduce(0) { $0 + $1.parts.reduce(0) { $0 + $1.count } }
+                // A page's first parts are its series' section (the same arrays): counted once.
+                return sum + max(series, pages)
+            }
+        }
+    }
 
     /// Tests: `hook` runs before each render, on the rendering thread, with the variants to render.
     package func setBeforeRender(_ hook: (@Sendable (Set<Variant>) -> Void)?) { beforeRender.withLock { $0 = hook } }
@@ -221,6 +253,7 @@ package final class MetricsPages: Sendable {
             for (variant, scraped) in state.lastScraped where now &- scraped > Self.interestNanos {
                 state.lastScraped[variant] = nil
                 state.previousScrape[variant] = nil
+                if !variant.gzip { state.sentOnly.remove(variant.format) }
                 state.kept[variant.format]?.pages[variant.gzip] = nil
                 if variant.gzip { state.kept[variant.format]?.seriesPieces = nil } else { state.kept[variant.format]?.series = nil }
                 if state.kept[variant.format]?.pages.isEmpty == true { state.kept[variant.format] = nil }
@@ -228,8 +261,7 @@ package final class MetricsPages: Sendable {
             let demanded = Set(state.waiters.map(\.variant))
             let stale = Set(
                 state.lastScraped.keys.filter { variant in
-                    state.isPolled(variant, nowNanos: now) && (variant.gzip || variant.format == state.plainFormat)
-                        && state.kept[variant.format]?.pages[variant.gzip]?.revision != revision
+                    state.isRenderedAhead(variant, nowNanos: now) && state.kept[variant.format]?.pages[variant.gzip]?.revision != revision
                 })
             if !demanded.isEmpty { return (demanded.union(stale), true, 0) }
             // Woken at the latest when the first variant's interest runs out.
@@ -274,23 +306,30 @@ package final class MetricsPages: Sendable {
         for format in ExpositionFormat.allCases where variants.contains(where: { $0.format == format }) {
             let (wanted, kept) = state.withLock { state -> (Set<Bool>, Kept) in
                 var wanted = Set(variants.filter { $0.format == format }.map(\.gzip))
-                if state.isPolled(Variant(format, gzip: true), nowNanos: now) { wanted.insert(true) }
-                if state.plainFormat == format, state.isPolled(Variant(format, gzip: false), nowNanos: now) { wanted.insert(false) }
+                for gzip in [true, false] where state.isRenderedAhead(Variant(format, gzip: gzip), nowNanos: now) { wanted.insert(gzip) }
                 return (wanted, state.kept[format] ?? Kept())
             }
-            let rendered = render(
+            var rendered = render(
                 format, of: snapshot, process: process, key: key, revision: revision, wanted: wanted, kept: kept, threads: threads)
+            let renderedGzip = Set(rendered.pages.keys)
+            for (gzip, page) in rendered.pages where variants.contains(Variant(format, gzip: gzip)) {
+                result[Variant(format, gzip: gzip)] = page
+            }
+            // Too large to keep: sent from `result`, then let go (the series' text with it).
+            let plainBytes = rendered.pages[false].map { $0.parts.reduce(0) { $0 + $1.count } }
+            let tooLarge = plainBytes.map { $0 > keptPlainBytes }
+            if tooLarge == true { (rendered.pages[false], rendered.series) = (nil, nil) }
             state.withLock { state in
-                for gzip in rendered.pages.keys { state.renders[Variant(format, gzip: gzip), default: 0] += 1 }
+                for gzip in renderedGzip { state.renders[Variant(format, gzip: gzip), default: 0] += 1 }
+                if let tooLarge {
+                    if tooLarge { state.sentOnly.insert(format) } else { state.sentOnly.remove(format) }
+                }
                 state.kept[format] = rendered
                 // A scrape of another format without gzip came meanwhile: one uncompressed page at most.
                 if state.plainFormat != format {
                     state.kept[format]?.pages[false] = nil
                     state.kept[format]?.series = nil
                 }
-            }
-            for (gzip, page) in rendered.pages where variants.contains(Variant(format, gzip: gzip)) {
-                result[Variant(format, gzip: gzip)] = page
             }
         }
         return result
@@ -307,9 +346,9 @@ package final class MetricsPages: Sendable {
         // A key without versions (a snapshot made by hand) says nothing: nothing is kept for it.
         let seriesKept =
             key.isVersioned && kept.key == key && (plain ? kept.series != nil : kept.series != nil || kept.seriesPieces != nil)
-        // As text while a page is wanted without gzip (the pieces are deflated from it), else
-        // deflated as it is written: the text of a million series' section (4 GB) is never whole.
-        let form: PrometheusRenderer.SeriesForm? = seriesKept ? nil : plain ? .text : .deflated(level: Self.gzipLevel)
+        // As text in parts while a page is wanted without gzip (the pieces are deflated from them),
+        // else deflated as it is written: the text of a million series' section (4 GB) is never whole.
+        let form: PrometheusRenderer.SeriesForm? = seriesKept ? nil : plain ? .parts : .deflated(level: Self.gzipLevel)
         guard let sections = renderer.renderSections(snapshot, process: process, format: format, series: form, threads: threads)
         else {
             // The page does not split (a bot's metric shares a family of the collector's own): whole.
@@ -320,17 +359,17 @@ package final class MetricsPages: Sendable {
             return kept
         }
         switch sections.series {
-        case let .text(series)?: (kept.key, kept.series, kept.seriesPieces) = (key, series, nil)
+        case let .text(series)?: (kept.key, kept.series, kept.seriesPieces) = (key, [series], nil)
+        case let .parts(parts)?: (kept.key, kept.series, kept.seriesPieces) = (key, parts, nil)
         case let .deflated(pieces)?: (kept.key, kept.series, kept.seriesPieces) = (key, nil, pieces)
         case nil: break
         }
         if gzip, kept.seriesPieces == nil, let series = kept.series {
-            kept.seriesPieces = Zlib.pieces(
-                series, pieceBytes: PrometheusRenderer.pieceBytes, threads: threads ?? PrometheusRenderer.threads, level: Self.gzipLevel)
+            kept.seriesPieces = Zlib.pieces(parts: series, threads: threads ?? PrometheusRenderer.threads, level: Self.gzipLevel)
         }
         if !plain { kept.series = nil }
         if !gzip { kept.seriesPieces = nil }
-        if plain, let series = kept.series { kept.pages[false] = Page(parts: [series, sections.own], revision: revision) }
+        if plain, let series = kept.series { kept.pages[false] = Page(parts: series + [sections.own], revision: revision) }
         if gzip, let pieces = kept.seriesPieces {
             let own = Zlib.piece(sections.own, last: true, level: Self.gzipLevel)
             kept.pages[true] = Page(parts: Zlib.gzipMember(pieces + [own]), revision: revision)
@@ -342,4 +381,8 @@ package final class MetricsPages: Sendable {
     /// third larger (85 MB of a page's text: 0.42 s and 19.7 times smaller, against 1.55 s and 26.3
     /// times): the scrapers are near, and the collector's cores are the bots' too.
     static let gzipLevel: Int32 = 1
+
+    /// The largest uncompressed page kept for the next scrape: some 7,000 histogram series of
+    /// short labels (4.4 KB of text each). A larger page is let go once sent.
+    package static let keptPlainBytes = 32 << 20
 }
