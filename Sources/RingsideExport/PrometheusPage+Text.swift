@@ -87,14 +87,16 @@ extension PrometheusPage {
             steps.append(.text(Array("# EOF\n".utf8)))
             lines.append(1)
         }
-        let total = lines.reduce(0, +)
-        let threads = total < Self.linesPerThread ? 1 : threads
-        let slices = Self.split(lines, into: linesPerSlice.map { max(threads, (total + $0 - 1) / $0) } ?? threads)
-        let batch = min(threads, slices.count)
         // Generous: room reserved and not written costs no memory, while a buffer that must grow
         // is copied, and holds the slice twice for a moment (a line with a window and a quantile
         // takes some 64 bytes beside its series' labels).
         let bytesPerLine = 96 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
+        // Slices of long labels hold fewer lines: a slice's buffer stays within `sliceBytes`.
+        let linesPerSlice = linesPerSlice.map { min($0, max(1, Self.sliceBytes / bytesPerLine)) }
+        let total = lines.reduce(0, +)
+        let threads = total < Self.linesPerThread ? 1 : threads
+        let slices = Self.split(lines, into: linesPerSlice.map { max(threads, (total + $0 - 1) / $0) } ?? threads)
+        let batch = min(threads, slices.count)
         while buffers.count < batch { buffers.append(TextBuffer(capacity: 0)) }
         let used = Array(buffers.prefix(batch))
         let results = Locked([Finished?](repeating: nil, count: slices.count))
@@ -113,6 +115,10 @@ extension PrometheusPage {
     /// Threads a large page is written on, and the lines that are worth a thread.
     static let threads = max(1, min(4, (try? System.sysconf(_SC_NPROCESSORS_ONLN)) ?? 1))
     static let linesPerThread = 20_000
+    /// The most bytes reserved for a slice written in slices of a given number of lines: 250,000
+    /// lines of short labels (some 126 bytes each). Lines of 200-byte labels reserved 75 MB a slice,
+    /// two at once, which passed a 128 MiB budget with the page of the series it admits.
+    static let sliceBytes = 32 << 20
 
     /// The steps of the families in `range`, in page order, and about how many lines each writes.
     private func plan(openMetrics: Bool, families range: Range<Int>) -> (steps: [Step], lines: [Int]) {
