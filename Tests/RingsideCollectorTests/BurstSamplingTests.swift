@@ -50,43 +50,19 @@ struct Burst {
     /// drained in steps by a collector's aggregator that reads gather cells; then the rest is drained
     /// (the thread keeps its lane: the calls it gathered last are counted all the same).
     static func run(sampleAbovePercent: Int, in directory: RingDirectory) throws -> Outcome {
-        let name = "burst-\(sampleAbovePercent)"
-        let bot = try Bot.attach(
-            name, directory: directory.path, options: .init(laneCapacity: laneCapacity, sampleAbovePercent: sampleAbovePercent))
-        let latency = try bot.histogram("latency", unit: .nanoseconds)
-        let consumer = try RingConsumer(name, directory: directory, readsWeights: true)
-        var aggregator = BotAggregator(ring: name, layout: .standard, quantiles: quantiles.count, pageBytes: PrometheusExporter.pageBytes)
-        let source = aggregator.addSource(pid: getpid())
-        let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 8, bytes: .max) }
-        aggregator.addMetrics(of: consumer, source: source, admitting: room)
-        var random = SplitMix64(seed: seed)
-        var values: [UInt64] = []
-        values.reserveCapacity(calls)
-        var outcome = Outcome()
-        for start in stride(from: 0, to: calls, by: callsPerStep) {
-            for index in start..<min(start + callsPerStep, calls) {
-                let value = BurstShape.value(index, &random)
-                values.append(value)
-                latency.record(value)
-            }
-            outcome.drained += try aggregator.drain(
-                consumer, source: source, limitPerLane: drainedPerStep, nowNanos: rs_clock_precise_ns(), admitting: room,
-                counted: { _, _ in })
-        }
-        outcome.drained += try aggregator.drain(
-            consumer, source: source, limitPerLane: .max, nowNanos: rs_clock_precise_ns(), admitting: room, counted: { _, _ in })
-        let now = rs_clock_precise_ns()
-        aggregator.sampleCells(of: consumer, source: source, nowNanos: now)
-        var versions = VersionCounter()
-        let snapshots = aggregator.snapshots(nowNanos: now, quantiles: quantiles, versions: &versions)
-        let series = try #require(snapshots.first { $0.metric.name == "latency" })
+        let burst = SteppedBurst(calls: calls, callsPerStep: callsPerStep, drainedPerStep: drainedPerStep, quantiles: quantiles)
+        let drained = try burst.run(
+            "burst-\(sampleAbovePercent)", options: .init(laneCapacity: laneCapacity, sampleAbovePercent: sampleAbovePercent),
+            seed: seed, in: directory, value: BurstShape.value)
+        let series = drained.series
         let cumulative = try #require(series.cumulative)
+        var outcome = Outcome()
+        outcome.drained = drained.records
         outcome.count = series.cumulativeCount
         outcome.dropped = series.droppedRecords
         outcome.sampled = series.sampledRecords
         outcome.quantiles = cumulative.values(atQuantiles: quantiles)
-        values.sort()
-        outcome.trueQuantiles = BurstShape.trueQuantiles(values)
+        outcome.trueQuantiles = BurstShape.trueQuantiles(drained.sortedValues)
         return outcome
     }
 }

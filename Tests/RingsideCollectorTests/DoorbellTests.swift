@@ -76,38 +76,12 @@ struct DoorbellTests {
                 }
             }
             producer.start()
-            var drained = try Self.watchOnceClaimed(consumer, watch, started: started)
-
-            var (caught, woken) = (0, 0)
-            var moved = [false]
-            var counted = [false]
-            while drained < tries + 1 {
-                let before = drained
-                // As a pass does: mark the lanes moved, then drain.
-                watch.markMoved(&moved, counted: &counted)
-                try consumer.drain { batch, _ in drained += batch.count }
-                if drained > before {
-                    drainedTries.store(drained - 1, ordering: .releasing)
-                    continue
-                }
-                guard let most = doorbells.announceSleep(watch: watch, nowNanos: System.monotonicNanos()) else {
-                    caught += 1  // written as the drain went to sleep: seen by the look after the announcement
-                    continue
-                }
-                if most == .max {
-                    guard rung.wait(timeout: .now() + 60) == .success else {
-                        Issue.record("a wake was lost: the drain slept a minute with \(drained - 1) of \(tries) records drained")
-                        break
-                    }
-                    woken += 1
-                } else {
-                    System.nanosleep(most)  // just after a ring: no doorbell set, a short sleep
-                }
-                doorbells.wokeUp()
-            }
+            let drained = try Self.watchOnceClaimed(consumer, watch, started: started)
+            let (records, caught, woken) = try Self.drainSleepingOnTheDoorbell(
+                consumer, watch, doorbells, rung: rung, from: drained, until: tries + 1, drainedCalls: drainedTries)
             drainedTries.store(tries, ordering: .releasing)
             finished.store(true, ordering: .relaxed)
-            #expect(drained == tries + 1)
+            #expect(records == tries + 1)
             #expect(caught + woken == tries, "each record ended one sleep, or stopped one beginning")
             #expect(signals.load(ordering: .relaxed) == woken, "no wake without a ring")
             #expect(doorbells.figures.wakes == UInt64(woken) && doorbells.figures.caughtByLook == UInt64(caught))
@@ -146,29 +120,10 @@ struct DoorbellTests {
                 }
             }
             producer.start()
-            var drained = try Self.watchOnceClaimed(consumer, watch, started: started)
-            var moved = [false]
-            var counted = [false]
-            while drained < records + 1 {
-                let before = drained
-                // As a pass does: mark the lanes moved, then drain.
-                watch.markMoved(&moved, counted: &counted)
-                try consumer.drain { batch, _ in drained += batch.count }
-                if drained > before {
-                    drainedRecords.store(drained - 1, ordering: .releasing)
-                    continue
-                }
-                guard let most = doorbells.announceSleep(watch: watch, nowNanos: System.monotonicNanos()) else { continue }
-                if most == .max {
-                    guard rung.wait(timeout: .now() + 60) == .success else {
-                        Issue.record("the drain slept a minute with \(drained - 1) of \(records) records drained")
-                        break
-                    }
-                } else {
-                    System.nanosleep(most)
-                }
-                doorbells.wokeUp()
-            }
+            let first = try Self.watchOnceClaimed(consumer, watch, started: started)
+            let drained = try Self.drainSleepingOnTheDoorbell(
+                consumer, watch, doorbells, rung: rung, from: first, until: records + 1, drainedCalls: drainedRecords
+            ).records
             finished.store(true, ordering: .relaxed)
             #expect(drained == records + 1)
             let figures = doorbells.figures
@@ -194,5 +149,43 @@ struct DoorbellTests {
         watch.watch([consumer])
         started.store(2, ordering: .releasing)
         return drained
+    }
+
+    /// The drain's loop, sleeping on the doorbell alone: marks the lanes moved, drains, and when
+    /// nothing came announces its sleep and waits for a ring (a minute at most: a wake lost). Stores
+    /// the records drained past the first in `drainedCalls` for the producer. Returns the records
+    /// drained, the sleeps the look after the announcement stopped, and the sleeps a ring ended.
+    private static func drainSleepingOnTheDoorbell(
+        _ consumer: RingConsumer, _ watch: LaneWatch, _ doorbells: Doorbells, rung: DispatchSemaphore, from first: Int,
+        until wanted: Int, drainedCalls: borrowing Atomic<Int>
+    ) throws -> (records: Int, caught: Int, woken: Int) {
+        var (drained, caught, woken) = (first, 0, 0)
+        var moved = [false]
+        var counted = [false]
+        while drained < wanted {
+            let before = drained
+            // As a pass does: mark the lanes moved, then drain.
+            watch.markMoved(&moved, counted: &counted)
+            try consumer.drain { batch, _ in drained += batch.count }
+            if drained > before {
+                drainedCalls.store(drained - 1, ordering: .releasing)
+                continue
+            }
+            guard let most = doorbells.announceSleep(watch: watch, nowNanos: System.monotonicNanos()) else {
+                caught += 1  // written as the drain went to sleep: seen by the look after the announcement
+                continue
+            }
+            if most == .max {
+                guard rung.wait(timeout: .now() + 60) == .success else {
+                    Issue.record("a wake was lost: the drain slept a minute with \(drained - 1) of \(wanted - 1) records drained")
+                    break
+                }
+                woken += 1
+            } else {
+                System.nanosleep(most)  // just after a ring: no doorbell set, a short sleep
+            }
+            doorbells.wokeUp()
+        }
+        return (drained, caught, woken)
     }
 }

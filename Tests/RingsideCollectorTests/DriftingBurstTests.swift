@@ -58,42 +58,20 @@ enum DriftingBurst {
 
     /// Records the burst `shape` (seeded `seed`) and drains it as the collector does.
     static func run(_ shape: Shape, seed: UInt64, in directory: RingDirectory) throws -> Outcome {
-        let name = "drift-\(shape.rawValue)-\(seed)"
-        let bot = try Bot.attach(name, directory: directory.path, options: .init(laneCapacity: laneCapacity))
-        let latency = try bot.histogram("latency", unit: .nanoseconds)
-        let consumer = try RingConsumer(name, directory: directory, readsWeights: true)
-        var aggregator = BotAggregator(ring: name, layout: .standard, quantiles: quantiles.count, pageBytes: PrometheusExporter.pageBytes)
-        let source = aggregator.addSource(pid: getpid())
-        let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 8, bytes: .max) }
-        aggregator.addMetrics(of: consumer, source: source, admitting: room)
-        var random = SplitMix64(seed: seed)
-        var values: [UInt64] = []
-        values.reserveCapacity(calls)
-        var outcome = Outcome()
-        for start in stride(from: 0, to: calls, by: callsPerStep) {
-            for index in start..<min(start + callsPerStep, calls) {
-                let value = shape.value(index, &random)
-                values.append(value)
-                latency.record(value)
-            }
-            outcome.drained += try aggregator.drain(
-                consumer, source: source, limitPerLane: drainedPerStep, nowNanos: rs_clock_precise_ns(), admitting: room,
-                counted: { _, _ in })
-        }
-        outcome.drained += try aggregator.drain(
-            consumer, source: source, limitPerLane: .max, nowNanos: rs_clock_precise_ns(), admitting: room, counted: { _, _ in })
-        let now = rs_clock_precise_ns()
-        aggregator.sampleCells(of: consumer, source: source, nowNanos: now)
-        var versions = VersionCounter()
-        let snapshots = aggregator.snapshots(nowNanos: now, quantiles: quantiles, versions: &versions)
-        let series = try #require(snapshots.first { $0.metric.name == "latency" })
+        let burst = SteppedBurst(calls: calls, callsPerStep: callsPerStep, drainedPerStep: drainedPerStep, quantiles: quantiles)
+        let drained = try burst.run(
+            "drift-\(shape.rawValue)-\(seed)", options: .init(laneCapacity: laneCapacity), seed: seed, in: directory,
+            value: shape.value)
+        let series = drained.series
         let cumulative = try #require(series.cumulative)
+        let values = drained.sortedValues
+        var outcome = Outcome()
+        outcome.drained = drained.records
         outcome.count = series.cumulativeCount
         outcome.sum = cumulative.saturatingSum
         outcome.max = cumulative.max
         outcome.dropped = series.droppedRecords
         outcome.quantiles = cumulative.values(atQuantiles: quantiles)
-        values.sort()
         outcome.trueCount = UInt64(values.count)
         outcome.trueSum = values.reduce(0, &+)
         outcome.trueMax = values.last ?? 0
