@@ -86,8 +86,9 @@ def masked(data):
     ConformanceMask (Tests/RingsideKitTests/ConformanceCases.swift), at ringside.h's offsets: the
     header's created_realtime_ns and created_monotonic_ns (0x038), heartbeat_ns, producer_start_ns
     and producer_pid (0x088 to 0x09B), sample_above (0x0B0: the pure backend never samples, and
-    writes 0) and rings_doorbell (0x0B4: 1 where the process could register for the barrier); each lane's heartbeat_ns (0x10), owner_tid (0x1C) and thread_name (0x28), and each
-    value record's timestamp_ns (0x00: an exemplar record's holds the exemplar's bytes, compared)."""
+    writes 0) and rings_doorbell (0x0B4: 1 where the process could register for the barrier);
+    each lane's heartbeat_ns (0x10), owner_tid (0x1C) and thread_name (0x28), and each value
+    record's timestamp_ns (0x00: an exemplar record's holds the exemplar's bytes, compared)."""
     data = bytearray(data)
 
     def zero(start, end):
