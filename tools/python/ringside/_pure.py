@@ -67,6 +67,19 @@ be made, the child writes nothing to that bot (its calls return False or None; r
 RingError) and says why once on stderr. A child that closes the bot is told it is closed, as
 anywhere. Gauges' inc and dec start from 0 in the child, as in any new process.
 
+DOORBELL (DOORBELL in ringside.h): a collector that sleeps is woken by the first record, counter
+increment or gauge set written after it fell asleep. At each attach (a worker file's too) the
+process registers for the collector's barrier (membarrier REGISTER_GLOBAL_EXPEDITED, through
+ctypes, once per process: a forked child registers anew) and stores in the header's
+`rings_doorbell` 1 if that worked, else 0 (no ctypes, another CPU, a kernel without membarrier:
+never raised, the process then never rings and its file is drained at the collector's poll).
+After each record published (the store of write_cursor) and each increment (the store of
+cell_writes) a call loads the header's `doorbell` through its lane's header view, one subscript and
+a branch; a nonzero word (the collector asleep) is stored back as 0 and woken with one FUTEX_WAKE
+(not private) on its address, computed once per mapping; the GIL serialises the process's threads,
+and a second wake would be harmless. A failed wake is ignored: a call never raises or blocks
+because of the doorbell. A thread without a lane writes no record and never rings.
+
 MEMORY ORDERING. The format needs release stores: a record's 32 bytes before the write_cursor that
 publishes them; a new lane's pages and zeroed header before lanes_allocated; a registry entry
 before metric_count; a lane's owner and claim count before its state (and, when a lane is retired
@@ -103,8 +116,8 @@ nothing; their handles still check their arguments.
 COST: an observation or a gauge set costs about 0.3 to 0.6 us on CPython 3.11, a counter increment
 0.1 to 0.2 us (no record: a load and a store of the lane's cell); `python -m ringside.bench`
 measures it beside prometheus_client. An observation is a thread-local read, a clock read, one
-struct.pack_into and two memoryview stores, each a C call from the interpreter: the C extension
-does the same in one. One with an exemplar costs about 4 times as much: the exemplar is checked and
+struct.pack_into, two memoryview stores and the doorbell's load, each a C call from the
+interpreter: the C extension does the same in one. One with an exemplar costs about 4 times as much: the exemplar is checked and
 encoded in Python, and each of its records is one more struct.pack_into. A thread's first call
 claims its lane (about 2 ms when a lane of 2 MiB is added to the file, tens of us when one is
 reused); a thread without a lane pays about 1.5 us a call (an exception, then the lock).
@@ -204,6 +217,9 @@ _I_PRODUCER_PID = 0x098 // 4  # an int32; a pid is positive, so its unsigned sto
 _I_ATTACHES = 0x09C // 4
 _Q_LANES_EXHAUSTED = 0x0A0 // 8
 _I_SAMPLE_ABOVE = 0x0B0 // 4  # records in a lane past which its histograms are sampled: 0, never
+_I_RINGS_DOORBELL = 0x0B4 // 4  # 1 while the attached process rings the doorbell (DOORBELL); 0: never
+_DOORBELL = 0x140  # a byte offset: the collector's "I sleep, wake me" word, alone on its line
+_I_DOORBELL = _DOORBELL // 4
 _I_CONSUMER_PID, _I_WEIGHTS_READER_PID = 0x100 // 4, 0x104 // 4  # both the consumer's pid: it reads gather cells
 _I_BOT_CONTROL = 0x180 // 4  # RS_CONTROL_BOT_OFF while the operator has the bot off (CONTROL)
 # A metric cell's fields, from the cell's index in the header's Q view: a gauge's value, and what
@@ -252,6 +268,12 @@ _BOT_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}\Z")
 
 UNSAFE_ORDERING_VARIABLE = "RINGSIDE_PYTHON_UNSAFE_ORDERING"
 
+# The doorbell's system calls (DOORBELL in ringside.h), by CPU: membarrier's and futex's numbers.
+_SYSCALL_NUMBERS = {"x86_64": (324, 202), "amd64": (324, 202), "aarch64": (283, 98), "arm64": (283, 98)}
+_MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED = 4
+_FUTEX_WAKE = 1  # not FUTEX_PRIVATE_FLAG (128): the collector waits on the file's page, from its own process
+_INT_MAX = 0x7FFFFFFF
+
 
 def _page_round_up(size: int) -> int:
     return (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
@@ -296,6 +318,62 @@ def check_memory_ordering(machine: str | None = None, implementation: str | None
         raise RingError(
             f"ringside's pure-Python backend needs CPython on Linux (one store per aligned memoryview write); this is "
             f"{implementation} on {sys.platform}. Set {UNSAFE_ORDERING_VARIABLE}=1 to run anyway (unsafe)")
+
+
+class _Doorbell:
+    """This process's registration for the collector's barrier, and its one system call: the
+    wake. `pid` is the process that registered (0: none yet; a forked child registers anew)."""
+    pid = 0
+    rings = False
+    syscall: Any = None  # libc's syscall(), once registered
+    long: Any = None  # ctypes.c_long: every argument is passed as a long
+    futex = 0  # SYS_futex
+
+
+def _register_for_doorbell() -> bool:
+    """Whether this process rings the doorbell: registers it for membarrier's global expedited
+    barrier, once per process. Never raises: a failure (no ctypes, an unknown CPU, a kernel or
+    seccomp filter that refuses) only means the process never rings."""
+    pid = os.getpid()
+    if _Doorbell.pid == pid:
+        return _Doorbell.rings
+    rings = False
+    try:
+        import ctypes
+        numbers = _SYSCALL_NUMBERS.get(platform.machine().lower())
+        if numbers is not None:
+            syscall = ctypes.CDLL(None, use_errno=True).syscall
+            syscall.restype = ctypes.c_long
+            long = ctypes.c_long
+            rings = syscall(long(numbers[0]), long(_MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED), long(0), long(0)) == 0
+            _Doorbell.syscall, _Doorbell.long, _Doorbell.futex = syscall, long, numbers[1]
+    except Exception:  # no ctypes, no libc: the file is drained at the collector's poll
+        rings = False
+    _Doorbell.pid, _Doorbell.rings = pid, rings
+    return rings
+
+
+def _doorbell_address(header: mmap.mmap) -> int:
+    """The address of the header's `doorbell` in this mapping, for the wake; 0 if it cannot be
+    had. The ctypes view that gives it is dropped at once, so the mapping can still be closed."""
+    try:
+        import ctypes
+        return ctypes.addressof(ctypes.c_uint32.from_buffer(header, _DOORBELL))
+    except Exception:
+        return 0
+
+
+def _ring(lane: _Lane) -> None:
+    """The collector sleeps and asked to be woken: the word back to 0, then one FUTEX_WAKE on it
+    (cold, once a sleep). Never raises: a hot path that called it has written its record."""
+    try:
+        lane.hi[_I_DOORBELL] = 0
+        if lane.bell:
+            long = _Doorbell.long
+            _Doorbell.syscall(long(_Doorbell.futex), long(lane.bell), long(_FUTEX_WAKE), long(_INT_MAX), long(0),
+                              long(0), long(0))
+    except Exception:  # a closed lane, a failed call: the collector wakes at its poll
+        pass
 
 
 def _labels_problem(encoded: bytes) -> str | None:
@@ -384,13 +462,14 @@ class _Lane:
     Only the thread holding it (`holder`) writes its records and cells; claims and retirements
     happen under the bot's lock. `close()` leaves `index` and `state` None and the views released,
     so a handle's hot path that still holds the lane fails into the slow path, which says why.
+    `bell` is the address of the header's `doorbell` when this process rings it, else 0.
     `hd`, `hq` and `hi` are the header views of the lane's file, for the metric cells (a gauge's
     value, a metric's control word): a hot path reaches them through the lane it holds, so never
     through a file the process let go of (a forked child's parent's), whose views are released.
     `calls` is the control's sampling (CONTROL in ringside.h), in this process's memory: per
     metric, its calls on the lane since its last record there, while an operator samples it.
     """
-    __slots__ = ("index", "mm", "mv", "q", "i", "state", "holder", "hd", "hq", "hi", "calls")
+    __slots__ = ("index", "mm", "mv", "q", "i", "state", "holder", "hd", "hq", "hi", "calls", "bell")
 
     def __init__(self, index: int, mm: mmap.mmap, hd: memoryview[float], hq: memoryview[int],
                  hi: memoryview[int]) -> None:
@@ -404,6 +483,7 @@ class _Lane:
         self.calls: dict[int, int] = {}  # metric index -> calls gathered since its last record here
         self.state: Any = [0, 0]  # the next cursor to publish, and the consumer's cursor as last seen
         self.holder: threading.Thread | None = None  # the thread holding it (process-private), or None
+        self.bell = 0  # set by the bot once it registered for the doorbell (DOORBELL)
 
     def refresh_read(self) -> int:
         """The consumer's cursor, read again: only when the lane looks full (an acquire load: see
@@ -692,6 +772,7 @@ class Bot:
         self._lanes: list[_Lane] = []
         self._fd = -1
         self._header: mmap.mmap | None = None  # the mapping of [0, lanes_offset): None when disabled
+        self._bell = 0  # the address of the header's doorbell while this process rings it (DOORBELL), else 0
         self._closed = False
         self._forked = False  # a forked child's, until its first record makes it a worker of the bot
         self._said_no_worker = False  # the forked child could not make its worker file, and said why
@@ -1013,6 +1094,11 @@ class Bot:
         hi[_I_ATTACHES] = (hi[_I_ATTACHES] + 1) & _U32
         hq[_Q_HEARTBEAT] = _coarse_ns()
         hi[_I_SAMPLE_ABOVE] = 0  # this backend never samples a filling lane (SAMPLING in ringside.h)
+        rings = _register_for_doorbell()
+        self._bell = _doorbell_address(self._header) if rings and self._header is not None else 0
+        hi[_I_RINGS_DOORBELL] = 1 if rings else 0
+        for lane in self._lanes:
+            lane.bell = self._bell
 
     def _unmap(self) -> None:
         """Releases every view, then unmaps: a mapping would keep the file, and its lock, alive."""
@@ -1304,6 +1390,7 @@ class Bot:
         # The file grows by the lane, reserved first: a full /dev/shm fails here, never as SIGBUS.
         os.posix_fallocate(self._fd, offset, g.lane_size)
         lane = _Lane(index, self._map(g.lane_size, offset), self._hd, self._hq, self._hi)
+        lane.bell = self._bell
         # A process that died while adding this lane may have written its header or cells.
         lane.mm[:g.lane_records_offset] = bytes(g.lane_records_offset)
         self._lanes.append(lane)
@@ -1577,6 +1664,8 @@ class Bot:
         if kind == KIND_COUNTER:
             q[_LQ_CELLS + index] = (q[_LQ_CELLS + index] + value) & _U64  # 2^64 wraps, as in C
             lane.i[_LI_CELL_WRITES] = (lane.i[_LI_CELL_WRITES] + 1) & _U32
+            if lane.hi[_I_DOORBELL]:  # the collector sleeps (DOORBELL)
+                _ring(lane)
             return None
         if sample and metric.sample_every > 1:
             countdowns = self._countdowns[index]
@@ -1606,6 +1695,8 @@ class Bot:
         state[0] = cursor + 1
         q[_LQ_WRITE] = cursor + 1  # "release": publishes the record above
         q[_LQ_HEARTBEAT] = now
+        if lane.hi[_I_DOORBELL]:  # the collector sleeps (DOORBELL)
+            _ring(lane)
         return True
 
     def _consumer_reads_weights(self) -> bool:
@@ -1679,6 +1770,8 @@ class Bot:
         state[0] = cursor + 1 + extra
         q[_LQ_WRITE] = cursor + 1 + extra  # "release": publishes the records above, all at once
         q[_LQ_HEARTBEAT] = now
+        if lane.hi[_I_DOORBELL]:  # the collector sleeps (DOORBELL)
+            _ring(lane)
         return True
 
     def _encode_exemplar(self, metric: _Metric, exemplar: Any) -> bytes:
@@ -1746,6 +1839,7 @@ class Bot:
         base = self._geometry.lane_records_offset
         tail = metric.index | KIND_HISTOGRAM << 32  # metric, kind, flags 0, reserved 0: one word
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
+        ring, bell_at = _ring, _I_DOORBELL
         float_scale = float(scale)
         encode, write_exemplar, index = self._encode_exemplar, self._write_exemplar, metric.index
         control_at = self._control_i + _CELL_I_WORDS * index  # nonzero: the operator's control, the slow way
@@ -1786,6 +1880,8 @@ class Bot:
                     q = lane.q
                     q[write_at] = cursor + 1  # "release" (x86-64 TSO): publishes the record above
                     q[heartbeat_at] = now
+                    if lane.hi[bell_at]:  # the collector sleeps (DOORBELL): cold
+                        ring(lane)
                     return True
             except Exception:
                 pass
@@ -1813,6 +1909,8 @@ class Bot:
                     q = lane.q
                     q[write_at] = cursor + 1  # "release": publishes the record above
                     q[heartbeat_at] = now
+                    if lane.hi[bell_at]:  # the collector sleeps (DOORBELL): cold
+                        ring(lane)
                     return True
             except Exception:
                 pass
@@ -1858,6 +1956,7 @@ class Bot:
         base = self._geometry.lane_records_offset
         tail = metric.index | KIND_HISTOGRAM << 32
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
+        ring, bell_at = _ring, _I_DOORBELL
         signed, per_unit = metric.form == FORM_SIGNED, metric.steps_per_unit
         multiplier = POWERS_OF_TEN[-metric.scale] if metric.scale <= 0 else 0  # an int's steps, exactly (0: the converter's)
         low, high, bias = (-I64_MAX, I64_MAX, OFFSET_BINARY_BIAS) if signed else (0, _U64, 0)
@@ -1892,6 +1991,8 @@ class Bot:
                             q = lane.q
                             q[write_at] = cursor + 1  # "release": publishes the record above
                             q[heartbeat_at] = now
+                            if lane.hi[bell_at]:  # the collector sleeps (DOORBELL): cold
+                                ring(lane)
                             return True
                 except Exception:
                     pass
@@ -1904,6 +2005,7 @@ class Bot:
         if self._header is None:
             return self._inert(metric)
         local, slow, at = self._local, self._slow, _LQ_CELLS + metric.index
+        ring, bell_at = _ring, _I_DOORBELL
         control_at = self._control_i + _CELL_I_WORDS * metric.index
         per_unit = metric.steps_per_unit
         multiplier = POWERS_OF_TEN[-metric.scale] if metric.scale <= 0 else 0
@@ -1924,6 +2026,8 @@ class Bot:
                         lane.q[at] += stored  # past 2^64 it raises, and the slow way wraps it, as C
                         words = lane.i
                         words[_LI_CELL_WRITES] = (words[_LI_CELL_WRITES] + 1) & _U32
+                        if lane.hi[bell_at]:  # the collector sleeps (DOORBELL): cold
+                            ring(lane)
                         return
             except Exception:
                 pass
@@ -1953,6 +2057,7 @@ class Bot:
         if self._header is None:
             return self._inert(metric)
         local, slow, at = self._local, self._slow, _LQ_CELLS + metric.index
+        ring, bell_at = _ring, _I_DOORBELL
         control_at = self._control_i + _CELL_I_WORDS * metric.index
 
         def inc(by: Any = 1) -> None:
@@ -1963,6 +2068,8 @@ class Bot:
                         lane.q[at] += by  # the lane's cell: only its holder writes it, so load + store is exact
                         words = lane.i
                         words[_LI_CELL_WRITES] = (words[_LI_CELL_WRITES] + 1) & _U32  # then the word readers watch
+                        if lane.hi[bell_at]:  # the collector sleeps (DOORBELL): cold
+                            ring(lane)
                         return
             except Exception:
                 pass
@@ -1983,6 +2090,7 @@ class Bot:
         set_at = self._cells_q + _CELL_WORDS * metric.index + _CELL_GAUGE_SET
         control_at = self._control_i + _CELL_I_WORDS * metric.index
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
+        ring, bell_at = _ring, _I_DOORBELL
         current = [0.0]
         self._gauge_values.append(current)  # set to 0 in a forked child
 
@@ -2003,6 +2111,8 @@ class Bot:
                         q = lane.q
                         q[write_at] = cursor + 1  # "release": publishes the record above
                         q[heartbeat_at] = now
+                        if lane.hi[bell_at]:  # the collector sleeps (DOORBELL): cold
+                            ring(lane)
                         return True
             except Exception:
                 pass
