@@ -394,6 +394,7 @@ impl BotInner {
                 self.capacity_log2,
                 header.cells(&self.geometry),
                 sampling,
+                self.doorbell_of(header),
             )
         };
         state.held[lane as usize] = true;
@@ -406,6 +407,16 @@ impl BotInner {
         shm::activate(mapping.lane(), sys::gettid(), &name, now);
         // Relaxed: a hint for readers.
         header.header().heartbeat_ns.store(now, Relaxed);
+    }
+
+    /// The doorbell a lane's writer rings (DOORBELL in ringside.h): the file's while this process
+    /// registered for the consumer's barrier (`start` did, at attach), else none (null).
+    fn doorbell_of(&self, header: &Mapping) -> *const AtomicU32 {
+        if sys::register_for_doorbell() {
+            &header.header().doorbell
+        } else {
+            std::ptr::null()
+        }
     }
 
     /// Retires the lane whose writer a thread's table entry holds, if a thread holds it (the
@@ -1618,6 +1629,7 @@ fn start(header: &shm::Header, sample_above: u32) {
     header.producer_attaches.store(header.producer_attaches.load(Relaxed).wrapping_add(1), Relaxed);
     header.heartbeat_ns.store(sys::clock_coarse_ns(), Relaxed);
     header.sample_above.store(sample_above, Relaxed);
+    header.rings_doorbell.store(sys::register_for_doorbell() as u32, Relaxed);
 }
 
 /// The records in a lane of `1 << capacity_log2` below which its histograms are never sampled,

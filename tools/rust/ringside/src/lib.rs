@@ -154,12 +154,24 @@
 //! `/latest` and on OpenMetrics bucket lines. A collector of 0.3 or before counts each exemplar
 //! record as rejected (and may quarantine a bot that records many): upgrade it first.
 //!
+//! ## The doorbell
+//!
+//! A collector asleep is woken by the first record, increment or gauge set written after it fell
+//! asleep, not at its next `--poll` (DOORBELL in `ringside.h`). At its first attach the process
+//! registers for the collector's barrier (`membarrier`, once per process: a forked child
+//! registers anew for its worker file) and says so in the file (`rings_doorbell` 1, else 0 and
+//! it never rings). Every record published and every increment then loads the header's
+//! `doorbell` (relaxed) and branches; the call that finds it set swaps it with 0 and, if it took
+//! the 1, makes one `FUTEX_WAKE` (once a sleep, never a wait, its error ignored). A thread
+//! without a lane writes no record and never rings.
+//!
 //! ## Threads
 //!
 //! Each thread that records gets a lane of its own. Its first record on a bot claims one under
 //! the bot's mutex (the lowest retired lane, else one appended to the file: 2 to 3 ms for a
 //! 2 MiB lane, 1 to 2 us to reuse one); afterwards a record is a `thread_local!` read and a few
-//! stores, with no lock, allocation or system call (the coarse clock is read through the vDSO).
+//! stores, with no lock, allocation or system call (the coarse clock is read through the vDSO;
+//! the one exception wakes a sleeping collector, below).
 //! When the thread exits, a pthread key's destructor retires its lane for the next thread, as in
 //! C (`JoinHandle::join` returns after it; `std::thread::scope` may return a moment before, so
 //! threads of the next scope can briefly find it held; [`Bot::release_thread_lane`] retires it

@@ -63,7 +63,9 @@ pub struct Header {
     pub workers_refused: AtomicU64,
     /// Records in a lane below which its histograms are never sampled (SAMPLING in ringside.h); 0: never.
     pub sample_above: AtomicU32,
-    _producer_reserved: [u8; 0x100 - 0xB4],
+    /// 1 while the attached process rings the doorbell (DOORBELL in ringside.h); 0: it never does.
+    pub rings_doorbell: AtomicU32,
+    _producer_reserved: [u8; 0x100 - 0xB8],
     // 0x100: the consumer's line (never written here).
     pub consumer_pid: AtomicI32,
     /// The consumer's pid again when it reads gather cells: the producer samples only then.
@@ -72,7 +74,11 @@ pub struct Header {
     /// The longest the consumer expects to leave a filling lane undrained (SAMPLING in
     /// ringside.h); 0: not said (`DEFAULT_DRAIN_INTERVAL_NS`).
     pub drain_interval_ns: AtomicU64,
-    _consumer_reserved: [u8; 0x180 - 0x118],
+    _consumer_reserved: [u8; 0x140 - 0x118],
+    // 0x140: the doorbell's line (DOORBELL in ringside.h), alone on it: a call loads it.
+    /// 1 while the consumer sleeps and asks to be woken (it alone stores 1); else 0.
+    pub doorbell: AtomicU32,
+    _doorbell_reserved: [u8; 0x180 - 0x144],
     // 0x180: the operator's line (CONTROL in ringside.h): written by its tool only.
     /// `CONTROL_BOT_OFF` while the bot is off, else 0.
     pub bot_control: AtomicU32,
@@ -213,10 +219,12 @@ const _: () = {
     assert!(offset_of!(Header, lanes_exhausted) == 0x0A0);
     assert!(offset_of!(Header, workers_refused) == 0x0A8);
     assert!(offset_of!(Header, sample_above) == 0x0B0);
+    assert!(offset_of!(Header, rings_doorbell) == 0x0B4);
     assert!(offset_of!(Header, consumer_pid) == 0x100);
     assert!(offset_of!(Header, weights_reader_pid) == 0x104);
     assert!(offset_of!(Header, consumer_heartbeat_ns) == 0x108);
     assert!(offset_of!(Header, drain_interval_ns) == 0x110);
+    assert!(offset_of!(Header, doorbell) == 0x140);
     assert!(offset_of!(Header, bot_control) == 0x180);
     assert!(size_of::<RegistryEntry>() == REGISTRY_ENTRY_SIZE as usize);
     assert!(offset_of!(RegistryEntry, gauge_merge) == 0x006);
@@ -424,6 +432,22 @@ struct WriterFields {
     cached_read: u64,            // the consumer's cursor as last seen, set back (`keep_read`)
     countdown: *const AtomicU32, // per metric: calls left before the next written one (sampling)
     sampling: *mut Sampling,     // the lane's adaptive sampling, or null: a full lane drops
+    doorbell: *const AtomicU32,  // the file's `doorbell` while this process rings it, else NEVER_RUNG
+}
+
+/// The doorbell of a writer whose process does not ring (DOORBELL in ringside.h), or of no file:
+/// nobody stores to it, so a call that loads it never rings.
+static NEVER_RUNG: AtomicU32 = AtomicU32::new(0);
+
+/// Wakes the sleeping consumer (DOORBELL in ringside.h): cold, once a sleep. Of the threads that
+/// find the word set, the one that takes the 1 makes the call.
+#[cold]
+#[inline(never)]
+fn ring(doorbell: &AtomicU32) {
+    // Relaxed: the consumer's membarrier orders the record's store before this thread's load.
+    if doorbell.swap(0, Relaxed) != 0 {
+        sys::wake_all(doorbell);
+    }
 }
 
 /// What the operator's sampling made of a histogram's call (`Writer::control_sample`).
@@ -733,6 +757,7 @@ impl Writer {
                 cached_read: 0,
                 countdown,
                 sampling: std::ptr::null_mut(),
+                doorbell: &NEVER_RUNG,
             }),
         }
     }
@@ -744,7 +769,8 @@ impl Writer {
     }
 
     /// Points the writer at a lane (`rs_producer_init`), continuing from its cursors, with the
-    /// lane's `sampling` (null: none).
+    /// lane's `sampling` (null: none), ringing `doorbell` (the file's, while this process rings
+    /// it; null: never).
     ///
     /// # Safety
     /// No thread may use this writer meanwhile (its lane is free, under the bot's mutex), and
@@ -756,6 +782,7 @@ impl Writer {
         capacity_log2: u32,
         cells: *const MetricCell,
         sampling: *mut Sampling,
+        doorbell: *const AtomicU32,
     ) {
         let header = lane.lane();
         // SAFETY: no other thread uses the writer meanwhile (the caller's contract), so this is the
@@ -776,6 +803,7 @@ impl Writer {
         // under the bot's mutex (or was another process, gone before we took the file's lock).
         f.next = header.write_cursor.load(Relaxed);
         f.sampling = sampling;
+        f.doorbell = if doorbell.is_null() { &NEVER_RUNG } else { doorbell };
         // SAFETY: the lane's sampling, which only this lane's writer uses, and no thread meanwhile.
         if let Some(s) = unsafe { sampling.as_mut() } {
             s.level = 0;
@@ -855,6 +883,20 @@ impl Writer {
         f.gather = std::ptr::null();
         f.shared = std::ptr::null();
         f.sampling = std::ptr::null_mut();
+        f.doorbell = &NEVER_RUNG;
+    }
+
+    /// After a record published or a counter moved (`rs_producer_check_doorbell`): rings the
+    /// doorbell if the consumer sleeps. The call pays one load and a branch otherwise.
+    #[inline(always)]
+    fn check_doorbell(&self) {
+        // SAFETY: `doorbell` is NEVER_RUNG or the file's, mapped as long as the writer points into
+        // the file (see `point_at_lane`).
+        let doorbell = unsafe { &*(*self.fields.get()).doorbell };
+        // Relaxed, and no fence: the consumer's membarrier orders it after the store before it.
+        if doorbell.load(Relaxed) != 0 {
+            ring(doorbell);
+        }
     }
 
     /// Counts a record of `metric` that could not be kept for want of a lane (`rs_producer_lose`,
@@ -1081,12 +1123,13 @@ impl Writer {
             // Relaxed: a liveness hint for readers.
             lane.heartbeat_ns.store(timestamp_ns, Relaxed);
         }
+        self.check_doorbell();
     }
 
     /// Writes one record stamped `timestamp_ns`, or counts a drop when the lane is full; a
     /// histogram's call in a filling lane may be gathered (`rs_producer_write_at`; SAMPLING in
-    /// ringside.h). Never blocks, allocates or makes a system call. A span passes the end its span
-    /// clock read.
+    /// ringside.h). Never blocks or allocates; its one system call wakes a sleeping consumer, once a
+    /// sleep (DOORBELL in ringside.h). A span passes the end its span clock read.
     #[inline(always)]
     pub fn write_at(&self, metric: u32, kind: u8, flags: u8, value: u64, timestamp_ns: u64) -> bool {
         // SAFETY: the calling thread holds the lane (the writer came from its own thread-local
@@ -1134,7 +1177,7 @@ impl Writer {
     /// exemplar was made), then its `padded` bytes, 16 a record, in exemplar records, all
     /// published by one release store of `write_cursor`; or one counted drop when the lane has no
     /// room for all of them. In a filling lane the call is sampled as a unit (SAMPLING in
-    /// ringside.h: a gathered one keeps no exemplar). Never blocks, allocates or makes a system call.
+    /// ringside.h: a gathered one keeps no exemplar). Never blocks or allocates; rings as `write_at`.
     #[inline(always)]
     pub fn write_exemplar_at(
         &self,
@@ -1300,6 +1343,7 @@ impl Writer {
             let lane = unsafe { &*f.lane };
             // Release: a reader that sees it move (acquire) sees the cell's new value.
             lane.cell_writes.store(lane.cell_writes.load(Relaxed).wrapping_add(1), Release);
+            self.check_doorbell();
         } else if !f.shared.is_null() {
             // SAFETY: shared points at the mapped metric cells.
             let cell = unsafe { &*f.shared.add(metric as usize) };

@@ -12,6 +12,8 @@ compile_error!("ringside declares its libc structures for x86_64 and aarch64 Lin
 
 use std::cell::UnsafeCell;
 use std::os::raw::{c_int, c_long, c_uint, c_void};
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicI32, AtomicU32};
 
 pub type Errno = i32;
 
@@ -68,6 +70,17 @@ const SYS_GETTID: c_long = 178;
 const SYS_GETRANDOM: c_long = 318;
 #[cfg(target_arch = "aarch64")]
 const SYS_GETRANDOM: c_long = 278;
+#[cfg(target_arch = "x86_64")]
+const SYS_MEMBARRIER: c_long = 324;
+#[cfg(target_arch = "aarch64")]
+const SYS_MEMBARRIER: c_long = 283;
+#[cfg(target_arch = "x86_64")]
+const SYS_FUTEX: c_long = 202;
+#[cfg(target_arch = "aarch64")]
+const SYS_FUTEX: c_long = 98;
+const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: c_int = 4;
+/// Not `FUTEX_PRIVATE_FLAG` (128): the consumer waits on the file's page, from its own process.
+const FUTEX_WAKE: c_int = 1;
 
 /// `struct timespec` on 64-bit Linux.
 #[repr(C)]
@@ -221,6 +234,34 @@ pub fn random_u32() -> Option<u32> {
     // SAFETY: getrandom writes at most `length` bytes into the buffer, which is `value`'s own.
     let got = unsafe { syscall(SYS_GETRANDOM, &mut value as *mut u32 as *mut c_void, length, 0 as c_uint) };
     (got == length as c_long).then_some(value)
+}
+
+/// The process that registered for the consumer's barrier (0: none; a forked child registers anew).
+static REGISTERED_PID: AtomicI32 = AtomicI32::new(0);
+
+/// Whether this process rings the doorbell (DOORBELL in ringside.h, `rsp_register_for_doorbell`):
+/// registers it for membarrier's global expedited barrier, once per process (threads that attach
+/// at once may both register: harmless). False if the kernel, or a seccomp filter, refuses: the
+/// process then never rings, and its files are drained at the consumer's poll.
+pub fn register_for_doorbell() -> bool {
+    let pid = std::process::id() as i32;
+    // Acquire: pairs with the release below (the registration happened before it).
+    if REGISTERED_PID.load(Acquire) == pid {
+        return true;
+    }
+    // SAFETY: membarrier takes three integers and touches no memory of ours.
+    if unsafe { syscall(SYS_MEMBARRIER, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0 as c_uint, 0 as c_int) } != 0 {
+        return false;
+    }
+    REGISTERED_PID.store(pid, Release);
+    true
+}
+
+/// Wakes every waiter on `word` (FUTEX_WAKE, not private, INT_MAX waiters): never waits; an error
+/// (no waiter any longer) changes nothing.
+pub fn wake_all(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE reads no memory: it uses the word's address as a key only.
+    unsafe { syscall(SYS_FUTEX, word.as_ptr(), FUTEX_WAKE, c_int::MAX, 0usize, 0usize, 0 as c_int) };
 }
 
 pub fn effective_uid() -> u32 {

@@ -576,3 +576,32 @@ fn a_forked_child_times_spans_with_the_calibration_it_inherited() {
     assert_eq!(records.len(), 1, "{records:?}");
     assert!(records[0].value >= 20_000_000, "{records:?}");
 }
+
+#[test]
+fn a_forked_child_rings_the_doorbell_of_its_worker_file() {
+    // The child registers for the consumer's barrier itself (DOORBELL in ringside.h: once per
+    // process), says so in its worker file, and clears that file's doorbell when it writes.
+    use std::os::unix::fs::FileExt;
+    let _turn = take_turn();
+    let dir = ScratchDir::new("fork-bell");
+    let logs = ScratchDir::new("fork-bell-stderr");
+    let bot = Bot::attach_with("rs-fork-bell", options(&dir)).unwrap();
+    let orders = bot.counter("orders", &[]).unwrap();
+    orders.increment(1);
+    let child = fork_child(logs.path.join("child"), |failures| {
+        orders.increment(1); // the child is a worker now
+        let worker = dir.path.join(format!("ringside.rs-fork-bell@{}", std::process::id()));
+        let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open(&worker) else {
+            return check(failures, false, "the worker file opens");
+        };
+        let word = |offset: u64| {
+            let mut bytes = [0u8; 4];
+            file.read_exact_at(&mut bytes, offset).map(|_| u32::from_le_bytes(bytes)).unwrap_or(u32::MAX)
+        };
+        check(failures, word(0x0B4) == 1, "the worker file says its process rings");
+        check(failures, file.write_all_at(&1u32.to_le_bytes(), 0x140).is_ok(), "the doorbell set");
+        orders.increment(1);
+        check(failures, word(0x140) == 0, "an increment in the child clears its file's doorbell");
+    });
+    child.finish();
+}
