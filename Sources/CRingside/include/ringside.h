@@ -349,7 +349,9 @@
  * - A producer, after each record it publishes (the release store of `write_cursor`) and each
  *   increment (of `cell_writes`): loads `doorbell` (relaxed); when it is not 0, exchanges it
  *   with 0 and, if it took the 1, wakes its waiters (FUTEX_WAKE on the word, not private: one
- *   system call a sleep, never a wait). Otherwise the call pays that load and a branch.
+ *   system call a sleep, never a wait); a producer whose threads never write at once (Python's,
+ *   under its lock) may store 0 instead: a second wake is harmless. Otherwise the call pays that
+ *   load and a branch.
  * - No wake is lost: the producer's store of its cursor and its load of `doorbell` need no fence
  *   of their own, because the consumer's membarrier puts a full barrier on every running thread
  *   of the processes registered for it (a thread not running passed one when it was switched
