@@ -46,21 +46,27 @@ final class Doorbells {
         if lastActive != 0, now &- lastActive < DrainTiming.minimumSleepNanos {
             return DrainTiming.minimumSleepNanos - (now &- lastActive)
         }
-        guard barrierWorks, waiter.isRunning else { return .max }
         disarm()  // none set but by this announcement
         let consumers = watch.watchedConsumers
-        for consumer in consumers where consumer.ringsDoorbell && armed.count < DoorbellWaiter.maxWords {
+        guard barrierWorks, waiter.isRunning else {
+            (figures.watchedRings, figures.polledRings) = (0, consumers.count)
+            return .max
+        }
+        // Each ring's word is a load from its header page: stop at the most one wait takes.
+        for consumer in consumers where consumer.ringsDoorbell {
             consumer.armDoorbell()
             armed.append(consumer)
+            if armed.count == DoorbellWaiter.maxWords { break }
         }
-        figures.watchedRings = armed.count
-        figures.polledRings = consumers.count - armed.count
+        (figures.watchedRings, figures.polledRings) = (armed.count, consumers.count - armed.count)
         guard !armed.isEmpty else { return .max }
         do {
             try System.globalBarrier()
         } catch {
+            // Every ring to the poll from now on, and the figures say so.
             barrierWorks = false
             figures.barrierFailed = true
+            (figures.watchedRings, figures.polledRings) = (0, consumers.count)
             disarm()
             return .max
         }
