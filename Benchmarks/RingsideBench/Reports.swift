@@ -385,7 +385,7 @@ package struct BurstReport: Sendable {
         package var records: Int
         package var quantiles: [UInt64]
         package var trueQuantiles: [UInt64]
-        /// measured / true - 1, for each of `BurstShape.quantiles`.
+        /// measured / true - 1, for each of `BurstBenchmark.quantiles`.
         package var errors: [Double] { zip(quantiles, trueQuantiles).map { Double($0) / Double($1) - 1 } }
     }
 

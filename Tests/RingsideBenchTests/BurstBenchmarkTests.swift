@@ -10,8 +10,8 @@ struct BurstBenchmarkTests {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         let directory = try scratch.subdirectory("burst")
-        let sampled = try BurstBenchmark.burst(seed: 3, sampleAbovePercent: 50, directory: directory)
-        let dropped = try BurstBenchmark.burst(seed: 3, sampleAbovePercent: 100, directory: directory)
+        let sampled = try BurstBenchmark.burst(.rising, seed: 3, sampleAbovePercent: 50, directory: directory)
+        let dropped = try BurstBenchmark.burst(.rising, seed: 3, sampleAbovePercent: 100, directory: directory)
         #expect(sampled.count == sampled.calls && sampled.records < Int(sampled.calls) / 4, "\(sampled)")
         #expect(sampled.errors.allSatisfy { abs($0) < 0.01 }, "\(sampled.errors)")
         #expect(dropped.count == UInt64(dropped.records) && dropped.count < dropped.calls / 5, "\(dropped)")
