@@ -383,8 +383,8 @@ package enum JSONExporter {
                 json.field("sleeps", stats.doorbell.sleeps)
                 json.field("wakes", stats.doorbell.wakes)
                 json.field("sleeps_skipped", stats.doorbell.caughtByLook)
-                json.field("watched_rings", stats.doorbell.watchedRings)
-                json.field("polled_rings", stats.doorbell.polledRings)
+                json.field("watched_rings", stats.doorbell.watchedRings.map(Double.init))
+                json.field("polled_rings", stats.doorbell.polledRings.map(Double.init))
                 json.field("barrier_failed", stats.doorbell.barrierFailed)
             }
             if let errors = stats.hlogErrors { json.field("hlog_errors", errors) }

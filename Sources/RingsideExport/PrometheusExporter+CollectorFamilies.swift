@@ -194,7 +194,9 @@ extension PrometheusExporter {
             [([], Double(doorbell.caughtByLook))])
         family(
             "ringside_collector_doorbell_rings", "gauge",
-            "Rings at the last sleep: watched by their doorbell, or polled (their producer rings none, or past the 127 a sleep watches)",
-            [([("by", "doorbell")], Double(doorbell.watchedRings)), ([("by", "poll")], Double(doorbell.polledRings))])
+            "Rings at the last sleep: watched by their doorbell, or polled (their producer rings none, or past the 127 a sleep watches); none before the first sleep",
+            [("doorbell", doorbell.watchedRings), ("poll", doorbell.polledRings)].compactMap { by, rings in
+                rings.map { ([("by", by)], Double($0)) }
+            })
     }
 }

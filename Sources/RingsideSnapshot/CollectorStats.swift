@@ -224,9 +224,9 @@ package struct DoorbellFigures: Sendable, Equatable {
     /// Sleeps not begun: the look after the announcement found records written meanwhile.
     package var caughtByLook: UInt64 = 0
     /// At the last sleep: rings whose doorbell it watched, and rings left to the poll (their
-    /// producer does not ring, or past the 127 one sleep watches).
-    package var watchedRings = 0
-    package var polledRings = 0
+    /// producer does not ring, or past the 127 one sleep watches); nil before the first.
+    package var watchedRings: Int?
+    package var polledRings: Int?
     /// The producers' barrier failed (a kernel without `membarrier`, or a filter): every ring is polled.
     package var barrierFailed = false
 

@@ -48,10 +48,12 @@ struct DoorbellTests {
             let watch = LaneWatch()
             let signals = Atomic<Int>(0)
             let rung = DispatchSemaphore(value: 0)
-            let doorbells = Doorbells(wakeDrain: {
-                signals.add(1, ordering: .relaxed)
-                rung.signal()
-            })
+            let doorbells = Doorbells(
+                log: .standardError,
+                wakeDrain: {
+                    signals.add(1, ordering: .relaxed)
+                    rung.signal()
+                })
             doorbells.start()
             defer { doorbells.stop() }
 
@@ -100,7 +102,7 @@ struct DoorbellTests {
             let consumer = try RingConsumer("random", directory: directory)
             let watch = LaneWatch()
             let rung = DispatchSemaphore(value: 0)
-            let doorbells = Doorbells(wakeDrain: { rung.signal() })
+            let doorbells = Doorbells(log: .standardError, wakeDrain: { rung.signal() })
             doorbells.start()
             defer { doorbells.stop() }
             let records = 5_000

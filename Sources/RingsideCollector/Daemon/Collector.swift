@@ -87,7 +87,7 @@ package final class Collector: @unchecked Sendable {
             throw .directoryHeld(directory: options.directory.path, reason: "\(error)")
         }
         scheduler = DrainScheduler(tracker: tracker)
-        doorbells = Doorbells(wakeDrain: { drainWatch.signal() })
+        doorbells = Doorbells(log: log, wakeDrain: { drainWatch.signal() })
         // Captures: the desk where any thread asks for one (the publisher's SLOs and bounds, the
         // tracker's dying bots, HTTP), the drain thread's part, and the directory they go to.
         var capture: (desk: CaptureDesk, writer: CaptureWriter)?

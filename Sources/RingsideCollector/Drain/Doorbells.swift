@@ -27,7 +27,11 @@ final class Doorbells {
     private var barrierWorks = true
     private(set) var figures = DoorbellFigures()
 
-    init(wakeDrain: @escaping @Sendable () -> Void) {
+    /// Where the barrier's failure is said, once.
+    private let log: CollectorLog
+
+    init(log: CollectorLog, wakeDrain: @escaping @Sendable () -> Void) {
+        self.log = log
         waiter = DoorbellWaiter(wakeDrain: wakeDrain)
     }
 
@@ -63,7 +67,10 @@ final class Doorbells {
         do {
             try System.globalBarrier()
         } catch {
-            // Every ring to the poll from now on, and the figures say so.
+            // Every ring to the poll from now on, and the figures and the log say so.
+            log(
+                "doorbells off: membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) failed (\(error)); every ring is drained at "
+                    + "--poll from now on (ringside_collector_doorbell_rings{by=\"poll\"})", level: .warn)
             barrierWorks = false
             figures.barrierFailed = true
             (figures.watchedRings, figures.polledRings) = (0, consumers.count)
