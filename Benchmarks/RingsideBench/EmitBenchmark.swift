@@ -63,10 +63,12 @@ package struct BenchSettings: Sendable, Equatable {
 package enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
     package static let rowNames = [
-        "ringside.record", "ringside.record.signed", "ringside.record.sampled", "ringside.record.exemplar", "ringside.record.worker",
+        "ringside.record", "ringside.record.behind", "ringside.record.doorbell", "ringside.record.signed", "ringside.record.sampled",
+        "ringside.record.exemplar", "ringside.record.worker",
         "ringside.counter", "ringside.counter.fractional", "ringside.gauge", "ringside.span", "ringside.span.monotonic",
         "ringside.record.4threads",
-        "c.floor", "c.record", "c.floor.forked", "c.span", "c.span.monotonic", "unix-dgram", "mutex-histogram", "clock.precise",
+        "c.floor", "c.floor.behind", "c.record", "c.floor.forked", "c.span", "c.span.monotonic", "unix-dgram", "mutex-histogram",
+        "clock.precise",
         "clock.tsc",
         "clock.coarse",
     ]
@@ -260,6 +262,18 @@ package enum EmitBenchmark {
             Row(name: "ringside.record", consumerMode: .rings) {
                 timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { record.record(values[$0]) }
             },
+            Row(name: "ringside.record.behind", consumerMode: .behind) {
+                // ringside.record's loop with the consumer draining again as soon as it is done.
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { record.record(values[$0]) }
+            },
+            Row(name: "ringside.record.doorbell", consumerMode: .rings) {
+                // The call after a consumer's sleep: the doorbell set (a store, as the collector
+                // makes before it sleeps), then the record that finds it, clears it and wakes.
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
+                    consumer.armDoorbell(ring: 0)
+                    record.record(values[$0])
+                }
+            },
             Row(name: "ringside.record.signed", consumerMode: .rings) {
                 // ringside.record's loop, each value a Double into a signed histogram of hundredths:
                 // rounded to its step (rint) and stored in offset binary (VALUES in ringside.h).
@@ -309,6 +323,10 @@ package enum EmitBenchmark {
             },
             Row(name: "c.floor", consumerMode: .rings) {
                 // The same loops, in C: rsb_floor_round (rsb_floor_sample, then rsb_floor_run).
+                cRound(rsb_floor_round, &floor)
+            },
+            Row(name: "c.floor.behind", consumerMode: .behind) {
+                // c.floor's round with the consumer draining again as soon as it is done.
                 cRound(rsb_floor_round, &floor)
             },
             Row(name: "c.record", consumerMode: .rings) {
@@ -399,7 +417,10 @@ package enum EmitBenchmark {
             + (pinned ? "CPU \(cpus.producer)" : "any CPU (pinning unavailable)") + ", a live consumer on "
             + consumerCPU + " draining the rings every \(LiveConsumer.periodNanos / 1000) µs "
             + "(reading every record, like the collector's passes under load), receiving the datagrams (recvmmsg) "
-            + "and scraping the locked histogram every ms; ringside.record.4threads adds \(botThreads - 1) unpinned threads "
+            + "and scraping the locked histogram every ms (ringside.record.behind and c.floor.behind: draining again as "
+            + "soon as a pass ends, right behind the producer, as a collector under load does); ringside.record.doorbell "
+            + "is ringside.record with the ring's doorbell set before each call (a store, as a consumer makes before it "
+            + "sleeps), so that each call clears it and makes one FUTEX_WAKE, no one waiting; ringside.record.4threads adds \(botThreads - 1) unpinned threads "
             + "to this one, each on its own lane, and sums their calls; ringside.record.exemplar is ringside.record "
             + "with an exemplar (order_id=A17, 12 bytes: the value's record and one exemplar record) on each value; "
             + "c.record is c.floor's loops through rs_bot_record (the thread's lane, the operator's control word, "

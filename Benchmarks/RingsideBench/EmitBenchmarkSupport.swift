@@ -67,6 +67,9 @@ final class LiveConsumer: @unchecked Sendable {
         case rings = 0
         case datagrams = 1
         case scrapes = 2
+        /// Drains the rings again as soon as a pass ends: a consumer right behind the producer,
+        /// as a collector under load is.
+        case behind = 3
     }
 
     /// How often the consumer looks at the rings: 10 µs holds about 1,500 records at the rows' rates.
@@ -103,6 +106,10 @@ final class LiveConsumer: @unchecked Sendable {
         thread.name = "bench-consumer"
         thread.start()
     }
+
+    /// Sets the doorbell of the `ring`th ring, as a consumer going to sleep does: one store into
+    /// the mapping, safe from any thread (the word is atomic; the consumer never reads it).
+    func armDoorbell(ring: Int) { consumers[ring].armDoorbell() }
 
     func stop() {
         guard isRunning else { return }
@@ -147,7 +154,10 @@ final class LiveConsumer: @unchecked Sendable {
             // on the producer's cursor: a consumer right behind the producer reads the lines it
             // is writing, and each then moves between the cores twice (the rows turn bimodal).
             // The datagrams are received without a pause, so the socket never fills.
-            if mode.load(ordering: .relaxed) != Mode.datagrams.rawValue {
+            let current = mode.load(ordering: .relaxed)
+            if current == Mode.behind.rawValue {
+                continue
+            } else if current != Mode.datagrams.rawValue {
                 let until = lookStart &+ Self.periodNanos
                 while rs_clock_precise_ns() < until { rsb_cpu_relax() }
             } else if work == 0 {
