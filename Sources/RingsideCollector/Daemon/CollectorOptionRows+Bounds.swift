@@ -115,7 +115,7 @@ extension CollectorOption {
                 help: [
                     "the flight recorder keeps each bot's raw records of the last S",
                     "seconds, or a duration (default 10; 1s to 10m; 0: off), for",
-                    "captures (docs/collector.md)",
+                    "captures (docs/captures.md)",
                 ], startOnly: [.init("--recorder-*", \.recorderNanos)]
             ) { reading, value throws(UsageError) in
                 reading.options.recorderNanos = try value.duration(second...10 * minute, zeroIsOff: true, bareSeconds: true) {
@@ -139,7 +139,7 @@ extension CollectorOption {
                     "(JSON, which Perfetto's UI opens), a Perfetto protobuf trace and an",
                     "HdrHistogram log per capture. Asked for by an SLO with the option",
                     "capture, a --capture-when bound, a bot that dies or stops,",
-                    "POST /api/capture, or ringside-dump capture (docs/collector.md)",
+                    "POST /api/capture, or ringside-dump capture (docs/captures.md)",
                 ], startOnly: [.init("--capture-*", \.captureDirectory)]
             ) { reading, value throws(UsageError) in reading.options.captureDirectory = value.text },
         ]

@@ -92,7 +92,7 @@ package struct CollectorOptions: Sendable, Equatable {
     package var captureDirectory: String?
     package var captureAfterNanos: UInt64 = 2_000_000_000
     package var captureMinIntervalNanos: UInt64 = 60_000_000_000
-    /// Writing a capture takes about 1 KB a record while its files are built (docs/collector.md):
+    /// Writing a capture takes about 1 KB a record while its files are built (docs/captures.md):
     /// 250,000 keeps that near 250 MB, within the shipped unit's MemoryMax beside the defaults'.
     package var captureMaxRecords = 250_000
     var captureBounds: [CaptureBound] = []
