@@ -272,7 +272,7 @@ struct PrometheusTests {
         print("prometheus agreement: " + report.joined(separator: "; "))
 
         // 4. The rules file loads into a real server and every rule evaluates without error:
-        // every one of the file's (docs/operations.md gives no count, this does).
+        // every one of the file's (docs/prometheus.md gives no count, this does).
         let ruleLines = try String(contentsOfFile: kitFile("tools/prometheus/ringside-rules.yml"), encoding: .utf8)
             .components(separatedBy: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         let shipped = ruleLines.filter { $0.hasPrefix("- record:") || $0.hasPrefix("- alert:") }.count

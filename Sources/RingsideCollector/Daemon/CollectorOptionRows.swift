@@ -111,7 +111,7 @@ extension CollectorOption {
                     "histograms also carry Prometheus native buckets of SCHEMA (-4 to 8;",
                     "5 errs by at most 1.1 %), served in the protobuf format Prometheus asks",
                     "for with --enable-feature=native-histograms (it then keeps the native",
-                    "form only: docs/operations.md has the rules and panels for it)",
+                    "form only: docs/prometheus.md has the rules and panels for it)",
                 ], startOnly: [.init("--native-histograms", \.nativeHistogramSchema)]
             ) { reading, value throws(UsageError) in
                 reading.options.nativeHistogramSchema = try value.count(NativeBuckets.schemas) {
