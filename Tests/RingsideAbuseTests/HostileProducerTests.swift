@@ -173,9 +173,8 @@ struct HostileProducerTests {
         "sparse bot files claiming 2^23-record lanes are refused unread: the pages stay unallocated, RSS flat, the reason logged and in /health"
     )
     func sparseBotFiles() throws {
-        try withRingDirectory { directory in
-            // An honest neighbour, whose records must keep arriving.
-            let honest = try Bot.attach("honest", directory: directory.path, options: .init(laneCapacity: 4096))
+        // An honest neighbour, whose records must keep arriving.
+        try withBot("honest", options: .init(laneCapacity: 4096)) { directory, honest in
             let values = try honest.histogram("honest_values")
             for value in 1...100 { values.record(UInt64(value)) }
 

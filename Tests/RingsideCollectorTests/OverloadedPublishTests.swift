@@ -11,8 +11,7 @@ struct OverloadedPublishTests {
         "passes cut short long after the last whole one publish nothing until they have been cut short a while of their own time, then publish while still cut short"
     )
     func cutShortForASecond() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("flood", directory: directory.path, options: .init(laneCapacity: 32_768))
+        try withBot("flood", options: .init(laneCapacity: 32_768)) { directory, bot in
             let fill = try bot.histogram("fill")
             var options = CollectorOptions(directory: directory)
             let collector = try Collector(options: options, log: CapturedLog().log)
