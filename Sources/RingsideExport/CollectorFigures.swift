@@ -2,40 +2,40 @@ import RingsideJSON
 import RingsideSnapshot
 import RingsideText
 
+/// A figure's value, in the form each page writes it.
+enum FigureValue: Sendable {
+    /// A count or a size: JSON writes its digits; Prometheus, as a float.
+    case count(UInt64)
+    case integer(Int)
+    /// A measure (seconds, a ratio): as it is in both.
+    case measure(Double)
+    /// JSON's true or false; Prometheus's 1 or 0.
+    case flag(Bool)
+    /// CLOCK_REALTIME nanoseconds, nil for never: JSON's UTC timestamp or null; Prometheus's
+    /// Unix seconds, 0 for never.
+    case time(UInt64?)
+
+    var sample: Double {
+        switch self {
+        case let .count(count): Double(count)
+        case let .integer(integer): Double(integer)
+        case let .measure(measure): measure
+        case let .flag(flag): flag ? 1 : 0
+        case let .time(nanos): Double(nanos ?? 0) / 1e9
+        }
+    }
+}
+
 /// One of the collector's own figures, named once for the two pages that write it: its key in
 /// `/latest`'s JSON and its Prometheus family (name, type, help), with how to read it from `Stats`.
 struct CollectorFigure<Stats>: Sendable {
-    /// A figure's value, in the form each page writes it.
-    enum Value {
-        /// A count or a size: JSON writes its digits; Prometheus, as a float.
-        case count(UInt64)
-        case integer(Int)
-        /// A measure (seconds): as it is in both.
-        case measure(Double)
-        /// JSON's true or false; Prometheus's 1 or 0.
-        case flag(Bool)
-        /// CLOCK_REALTIME nanoseconds, nil for never: JSON's UTC timestamp or null; Prometheus's
-        /// Unix seconds, 0 for never.
-        case time(UInt64?)
-
-        var sample: Double {
-            switch self {
-            case let .count(count): Double(count)
-            case let .integer(integer): Double(integer)
-            case let .measure(measure): measure
-            case let .flag(flag): flag ? 1 : 0
-            case let .time(nanos): Double(nanos ?? 0) / 1e9
-            }
-        }
-    }
-
     let key: String
     let family: String
     let type: String
     let help: String
-    let value: @Sendable (Stats) -> Value
+    let value: @Sendable (Stats) -> FigureValue
 
-    init(_ key: String, _ family: String, _ type: String, _ help: String, _ value: @escaping @Sendable (Stats) -> Value) {
+    init(_ key: String, _ family: String, _ type: String, _ help: String, _ value: @escaping @Sendable (Stats) -> FigureValue) {
         self.key = key
         self.family = family
         self.type = type
