@@ -164,3 +164,56 @@ extension OTLPStats {
         .init("failing", "ringside_otlp_failing", "gauge", "1 while the last OTLP attempt failed") { .flag($0.failing) },
     ]
 }
+
+extension CollectorStats {
+    /// The drain's pace: `/latest`'s `collector` fields and the `ringside_collector_*` families of
+    /// the records drained, their rate, the drain's lag and its last pass.
+    static let drainFigures: [CollectorFigure<Self>] = [
+        .init("records_drained", "ringside_collector_records_drained_total", "counter", "Records drained from every ring") {
+            .count($0.recordsDrained)
+        },
+        .init(
+            "drain_rate", "ringside_collector_drain_records_per_second", "gauge", "Records drained per second, over the last second"
+        ) { .measure($0.drainRate) },
+        .init("lag_seconds", "ringside_collector_lag_seconds", "gauge", "Age of the oldest record drained in the last busy pass") {
+            .measure($0.lagSeconds)
+        },
+        .init("last_pass_seconds", "ringside_collector_pass_duration_seconds", "gauge", "How long the last drain pass took") {
+            .measure($0.lastPassSeconds)
+        },
+    ]
+
+    /// What met a bound: log lines past the log's budget, ring files waiting for a descriptor,
+    /// series whose total reached its ceiling.
+    static let boundFigures: [CollectorFigure<Self>] = [
+        .init(
+            "log_lines_suppressed", "ringside_collector_log_lines_suppressed_total", "counter",
+            "Log lines about single rings left out because more than 20 a second came (their states are in /health)"
+        ) { .count($0.logLinesSuppressed) },
+        .init(
+            "rings_waiting", "ringside_collector_rings_waiting", "gauge",
+            "Ring files found but not attached: the open-file limit, less the HTTP server's reserve, is reached"
+        ) { .integer($0.ringsWaitingForDescriptors) },
+        .init(
+            "series_saturated", "ringside_collector_series_saturated", "gauge",
+            "Series with a total at its ceiling (a count or counter at 2^64 - 1, a histogram's sum at 2^128 - 1), where it stays, never wrapping back"
+        ) { .integer($0.seriesSaturated) },
+    ]
+
+    /// What discovery found and looked at: the ring files it refused, its listings and its opens.
+    static let discoveryFigures: [CollectorFigure<Self>] = [
+        .init(
+            "ring_files_refused", "ringside_collector_ring_files_refused", "gauge",
+            "ringside.* files found and not read: empty or being made, another user's, not a regular file, invalid, or waiting "
+                + "for a descriptor (the first 1,000 worth showing are ringside_ring_skipped)"
+        ) { .integer($0.ringFilesRefused) },
+        .init(
+            "discovery_rescans", "ringside_collector_discovery_rescans_total", "counter",
+            "Whole listings of the ring directory: at start, when inotify lost events, and every 30 s"
+        ) { .count($0.discoveryRescans) },
+        .init(
+            "discovery_opens", "ringside_collector_discovery_opens_total", "counter",
+            "Files discovery opened to look at; a file refused is opened again only when it changes"
+        ) { .count($0.discoveryOpens) },
+    ]
+}

@@ -352,24 +352,17 @@ package enum JSONExporter {
     private static func writeCollector(_ stats: CollectorStats, threadHealth sample: ThreadHealthSample?, into json: JSONWriter) {
         json.object {
             json.field("uid", stats.uid)
-            json.field("records_drained", stats.recordsDrained)
-            json.field("drain_rate", stats.drainRate)
-            json.field("lag_seconds", stats.lagSeconds)
-            json.field("last_pass_seconds", stats.lastPassSeconds)
+            CollectorStats.drainFigures.write(stats, into: json)
             json.field("passes", stats.passes)
             json.field("snapshot_build_seconds", stats.snapshotBuildSeconds)
             json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
-            json.field("log_lines_suppressed", stats.logLinesSuppressed)
-            json.field("rings_waiting", stats.ringsWaitingForDescriptors)
-            json.field("series_saturated", stats.seriesSaturated)
+            CollectorStats.boundFigures.write(stats, into: json)
             json.field("series_awaiting_figures", stats.seriesAwaitingFigures)
             if let state = stats.state {
                 json.key("state")
                 json.object { CollectorStateStats.figures.write(state, into: json) }
             }
-            json.field("ring_files_refused", stats.ringFilesRefused)
-            json.field("discovery_rescans", stats.discoveryRescans)
-            json.field("discovery_opens", stats.discoveryOpens)
+            CollectorStats.discoveryFigures.write(stats, into: json)
             json.key("drain_gap_seconds")
             json.object {
                 json.field("p50", stats.drainGap.p50)

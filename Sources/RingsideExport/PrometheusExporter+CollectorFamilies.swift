@@ -5,18 +5,7 @@ extension PrometheusExporter {
     /// The collector's figures (`ringside_collector_*`), with those of its recorder, captures,
     /// OTLP exporter and HTTP listener when they run; `rings`: the rings attached.
     static func collectorFamilies(_ stats: CollectorStats, rings: Int, currentRealtimeNanos: UInt64, _ family: AddFamily) {
-        family(
-            "ringside_collector_records_drained_total", "counter", "Records drained from every ring",
-            [([], Double(stats.recordsDrained))])
-        family(
-            "ringside_collector_drain_records_per_second", "gauge", "Records drained per second, over the last second",
-            [([], stats.drainRate)])
-        family(
-            "ringside_collector_lag_seconds", "gauge", "Age of the oldest record drained in the last busy pass",
-            [([], stats.lagSeconds)])
-        family(
-            "ringside_collector_pass_duration_seconds", "gauge", "How long the last drain pass took",
-            [([], stats.lastPassSeconds)])
+        CollectorStats.drainFigures.addFamilies(stats, family)
         family(
             "ringside_collector_snapshot_timestamp_seconds", "gauge",
             "When the figures of this page were last known to hold, in Unix seconds: when their snapshot was built, or later "
@@ -51,32 +40,9 @@ extension PrometheusExporter {
         family(
             "ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
             [([], Double(stats.startedRealtimeNanos) / 1e9)])
-        family(
-            "ringside_collector_log_lines_suppressed_total", "counter",
-            "Log lines about single rings left out because more than 20 a second came (their states are in /health)",
-            [([], Double(stats.logLinesSuppressed))])
-        family(
-            "ringside_collector_rings_waiting", "gauge",
-            "Ring files found but not attached: the open-file limit, less the HTTP server's reserve, is reached",
-            [([], Double(stats.ringsWaitingForDescriptors))])
-        family(
-            "ringside_collector_series_saturated", "gauge",
-            "Series with a total at its ceiling (a count or counter at 2^64 - 1, a histogram's sum at 2^128 - 1), where it stays, never wrapping back",
-            [([], Double(stats.seriesSaturated))])
+        CollectorStats.boundFigures.addFamilies(stats, family)
         if let state = stats.state { CollectorStateStats.figures.addFamilies(state, family) }
-        family(
-            "ringside_collector_ring_files_refused", "gauge",
-            "ringside.* files found and not read: empty or being made, another user's, not a regular file, invalid, or waiting "
-                + "for a descriptor (the first 1,000 worth showing are ringside_ring_skipped)",
-            [([], Double(stats.ringFilesRefused))])
-        family(
-            "ringside_collector_discovery_rescans_total", "counter",
-            "Whole listings of the ring directory: at start, when inotify lost events, and every 30 s",
-            [([], Double(stats.discoveryRescans))])
-        family(
-            "ringside_collector_discovery_opens_total", "counter",
-            "Files discovery opened to look at; a file refused is opened again only when it changes",
-            [([], Double(stats.discoveryOpens))])
+        CollectorStats.discoveryFigures.addFamilies(stats, family)
         let gap = stats.drainGap
         family(
             "ringside_collector_drain_gap_seconds", "gauge",
