@@ -759,21 +759,21 @@ func gaugeWorkers(_ bot: Bot, children: Int) throws {
 /// `fork-warm`: fork() while the forking thread holds a lane of two bots.
 func forkWarm(_ bot: Bot, options: [String: String], count: UInt64) throws {
     let single = try Bot.attach(bot.name + ".single", directory: options["dir"], options: .init(laneCapacity: 4096))
-    let botIncrements = try bot.counter("forked_increments")
-    let botValues = try bot.histogram("forked_values", unit: .none)
-    let botLevel = try bot.gauge("forked_level")
-    let singleIncrements = try single.counter("forked_increments")
-    let singleValues = try single.histogram("forked_values", unit: .none)
-    let singleLevel = try single.gauge("forked_level")
+    // The same three metrics in each bot, recorded alike.
+    let both = try [bot, single].map { each in
+        (
+            increments: try each.counter("forked_increments"), values: try each.histogram("forked_values", unit: .none),
+            level: try each.gauge("forked_level")
+        )
+    }
     func round(_ values: ClosedRange<UInt64>, level: Double) {
         for value in values {
-            botValues.record(value)
-            botIncrements.increment()
-            singleValues.record(value)
-            singleIncrements.increment()
+            for metrics in both {
+                metrics.values.record(value)
+                metrics.increments.increment()
+            }
         }
-        botLevel.set(level)
-        singleLevel.set(level)
+        for metrics in both { metrics.level.set(level) }
     }
     let n = max(1, count)
     round(1...n, level: 1)
