@@ -62,37 +62,26 @@ extension BotAggregator {
         snapshotPass.awaitingFigures = 0
         snapshotPass.shownFirst = 0
         snapshotPass.unchangedUntilNanos = .max
-        appendSnapshots(
-            of: \.histograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
-            countsBytes: { $0.allocatedBytes },
+        appendHistogramSnapshots(
+            of: \.histograms, to: &result, packing: &packing, now: now, quantiles: quantiles, firstFigures: firstFigures,
+            versions: &versions,
             window: { series, window, stats in
-                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles)
                 stats.exemplars = series.exemplars?.value.largest(window: window, nowNanos: now) ?? []
             },
-            // Exemplars come with values, in their slices: a window no slice left keeps them too.
-            slid: { series, window, stats in stats.takeCoveredFrom(window, of: series.windows, nowNanos: now) },
-            whole: { series, snapshot in
+            whole: { series, cumulative, snapshot in
                 // Shared, not copied: the exporters compute their buckets from it when they render.
-                let cumulative = series.windows.cumulative
                 snapshot.cumulative = cumulative
-                snapshot.takeHistogramTotals(cumulative, cells: series.cells, sampled: series.sampled)
                 snapshot.cumulativeExactSum = cumulative.exactSum
                 snapshot.cumulativeMax = Int128(cumulative.max)
                 snapshot.droppedSum = Int128(series.cells.droppedSum)
                 snapshot.droppedMax = Int128(series.cells.droppedMax)
                 snapshot.bucketExemplars = series.exemplars?.value.latestByBucket.values.sorted { $0.value < $1.value } ?? []
             })
-        appendSnapshots(
-            of: \.signedHistograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
-            countsBytes: { $0.allocatedBytes },
-            window: { series, window, stats in
-                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles)
-            },
-            slid: { series, window, stats in stats.takeCoveredFrom(window, of: series.windows, nowNanos: now) },
-            whole: { series, snapshot in
-                let cumulative = series.windows.cumulative
+        appendHistogramSnapshots(
+            of: \.signedHistograms, to: &result, packing: &packing, now: now, quantiles: quantiles, firstFigures: firstFigures,
+            versions: &versions,
+            whole: { series, cumulative, snapshot in
                 snapshot.signedCumulative = cumulative
-                snapshot.takeHistogramTotals(cumulative, cells: series.cells, sampled: series.sampled)
                 snapshot.cumulativeSignedSum = cumulative.exactSum
                 snapshot.cumulativeMax = cumulative.isEmpty ? 0 : Int128(cumulative.max)
                 // Stored in offset binary, as the values are (VALUES in ringside.h).
@@ -186,6 +175,31 @@ extension BotAggregator {
         case ..<(histograms + signed + counters): tables.counters[place - histograms - signed].cached = series
         default: tables.gauges[place - histograms - signed - counters].cached = series
         }
+    }
+
+    /// Appends the snapshots of a table of histograms, of unsigned or signed values alike (see
+    /// `appendSnapshots`): each window's figures, and the totals of the series' whole histogram;
+    /// `window` and `whole` add a kind's own (`whole` given that histogram).
+    private mutating func appendHistogramSnapshots<Slice: HistogramFigures>(
+        of table: WritableKeyPath<SeriesTables, [Series<Windowed<Slice>>]>, to result: inout [SeriesSnapshot],
+        packing: inout Packing, now: UInt64, quantiles: [Double], firstFigures: Bool, versions: inout VersionCounter,
+        window ownWindow: (Series<Windowed<Slice>>, Int, inout WindowStats) -> Void = { _, _, _ in },
+        whole ownWhole: (Series<Windowed<Slice>>, Slice, inout SeriesSnapshot) -> Void
+    ) {
+        appendSnapshots(
+            of: table, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
+            countsBytes: { $0.allocatedBytes },
+            window: { series, window, stats in
+                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles)
+                ownWindow(series, window, &stats)
+            },
+            // Exemplars come with values, in their slices: a window no slice left keeps them too.
+            slid: { series, window, stats in stats.takeCoveredFrom(window, of: series.windows, nowNanos: now) },
+            whole: { series, snapshot in
+                let cumulative = series.windows.cumulative
+                snapshot.takeHistogramTotals(cumulative, cells: series.cells, sampled: series.sampled)
+                ownWhole(series, cumulative, &snapshot)
+            })
     }
 
     /// Appends to `result` the snapshots of the series in `table` (see `refresh`), noting each
