@@ -6,11 +6,11 @@ import RingsideJSON
 
 /// ringside-bench's command line.
 package struct BenchCommand: Sendable, Equatable {
-    package enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap, scale, attack, soak }
+    package enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap, wake, scale, attack, soak }
 
-    /// The benchmarks run when none is named: all but `scale` and `attack`, which take minutes and
-    /// gigabytes, and the soak, an hour long, which runs alone.
-    package static let defaultBenchmarks = Benchmark.allCases.filter { ![.scale, .attack, .soak].contains($0) }
+    /// The benchmarks run when none is named: all but `wake`, which runs the collector built beside,
+    /// `scale` and `attack`, which take minutes and gigabytes, and the soak, an hour long, which runs alone.
+    package static let defaultBenchmarks = Benchmark.allCases.filter { ![.wake, .scale, .attack, .soak].contains($0) }
 
     /// Which benchmarks, in order: all of `defaultBenchmarks` when none is named.
     package var benchmarks: [Benchmark] = defaultBenchmarks
@@ -28,7 +28,7 @@ package struct BenchCommand: Sendable, Equatable {
     package init() {}
 
     package static let usage = """
-        usage: ringside-bench [emit | collector | scrape | burst | gap | scale | attack] [options]
+        usage: ringside-bench [emit | collector | scrape | burst | gap | wake | scale | attack] [options]
                ringside-bench soak [--duration S] [--interval S] [--producers N] [--workers N] [--warmup S] [--json]
 
         Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
@@ -42,7 +42,10 @@ package struct BenchCommand: Sendable, Equatable {
         collector at its defaults (attack: 75 bots of 4,096 series of 200-byte labels beside 3
         honest bots; what is kept and refused, /health probed every 50 ms, two gzipped scrapes,
         memory; its exit status is 1 when an honest bot lost a series or a count, or a probe went
-        unanswered; the collector and ringside-test-producer built beside it).
+        unanswered; the collector and ringside-test-producer built beside it); what the doorbell
+        changes against the poll, beside the collector built beside it (wake: a record from an idle
+        collector until drained and until /latest shows it; 2,000 idle bots' CPU by thread; a lane
+        starting after an idle spell, sampling off, and what it drops; about 2 minutes).
         Build it in release mode: swift build -c release --product ringside-bench
 
         soak runs alone: the collector built beside this binary for an hour, under producers at full
@@ -54,7 +57,7 @@ package struct BenchCommand: Sendable, Equatable {
           swift build -c release --product ringside-test-producer
 
         options:
-          --json            print exactly one JSON object (name emit, collector, scrape, burst, gap or soak)
+          --json            print exactly one JSON object (name emit, collector, scrape, burst, gap, wake or soak)
           --quick           a few seconds in all (0.25 s per row)
           --duration SECS   measuring time per row (all rounds) or phase (default 2; e.g. 5, 500ms); scrape makes
                             10 scrapes a row per second of it, 5 to 100; burst runs 5 seeds a second of it, 3 to 40;
@@ -67,7 +70,7 @@ package struct BenchCommand: Sendable, Equatable {
                             \(EmitBenchmark.rowNames.joined(separator: ", ")); the A/B rows, only when named:
                             \(EmitBenchmark.abRowNames.joined(separator: ", ")); collector: \(CollectorBenchmark.rowGroups.joined(separator: ", "))
           --capacity N      records in the emit rows' rings (default \(BenchSettings().ringCapacity); the library's is \(Bot.Options().laneCapacity))
-          --poll DUR        the collector's --poll in the live run (default 100ms)
+          --poll DUR        the collector's --poll in the live run and in wake (default 100ms)
           --series N        scale: series registered (default 100000; 1000 to 2000000)
           --prometheus      scale: run Debian's prometheus beside the collector, scraping it
 
@@ -201,7 +204,7 @@ package struct BenchCommand: Sendable, Equatable {
             throw UsageError("--json: \(only.rawValue) prints its table only")
         }
         if command.json && command.benchmarks.count != 1 {
-            throw UsageError("--json prints one benchmark's object: name emit, collector, scrape, burst, gap or soak")
+            throw UsageError("--json prints one benchmark's object: name emit, collector, scrape, burst, gap, wake or soak")
         }
         if command.svgPath != nil && !command.benchmarks.contains(.emit) {
             throw UsageError("--svg charts the emit rows: run emit")

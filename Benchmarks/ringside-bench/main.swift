@@ -6,6 +6,8 @@ import RingsideExport
 
 // The drain rows' ring fillers are this program, run again with a hidden flag.
 RingFiller.runIfAsked(Array(CommandLine.arguments.dropFirst()))
+// So are the wake rows' holders of idle bots.
+IdleBots.runIfAsked(Array(CommandLine.arguments.dropFirst()))
 
 let command: BenchCommand
 do {
@@ -64,6 +66,9 @@ do {
             if !report.passed { exit(1) }
         case .gap:
             let report = try GapBenchmark.run(command.settings, progress: progress)
+            print(command.json ? report.json.text : report.table)
+        case .wake:
+            let report = try WakeBenchmark.run(command.settings, progress: progress)
             print(command.json ? report.json.text : report.table)
         case .soak:
             let report = try SoakBenchmark.run(command.soak) { line in

@@ -41,3 +41,25 @@ extension RingConsumer {
     /// Whether the doorbell is set.
     package var doorbellIsSet: Bool { mappedFile.doorbellIsSet }
 }
+
+extension Bot {
+    /// Whether the consumer sleeps under this bot's doorbell now (the word is set: it announced its
+    /// sleep): for the benchmark, which writes once it does. False for a disabled bot.
+    package var doorbellIsSet: Bool {
+        headerWord(\.doorbell).map { rs_load_relaxed_u32($0) != 0 } ?? false
+    }
+
+    /// Says in the file's `rings_doorbell` that this process does not ring (0), as one that could
+    /// not register for the consumer's barrier does: the consumer sets no doorbell for the bot from
+    /// its next sleep on, so its records are drained at the poll (the benchmark's producer of an
+    /// older revision). Its lanes never find the word set, so they never ring.
+    package func sayDoesNotRing() {
+        if let word = headerWord(\.rings_doorbell) { rs_store_relaxed_u32(word, 0) }
+    }
+
+    /// A word of the mapped header (nil for a disabled bot, which maps none).
+    private func headerWord(_ field: KeyPath<rs_header, UInt32>) -> UnsafeMutablePointer<UInt32>? {
+        guard let header = bot.pointee.header, let offset = MemoryLayout<rs_header>.offset(of: field) else { return nil }
+        return (UnsafeMutableRawPointer(header) + offset).assumingMemoryBound(to: UInt32.self)
+    }
+}

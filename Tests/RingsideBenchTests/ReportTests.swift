@@ -229,6 +229,9 @@ struct BenchCommandTests {
         #expect(try BenchCommand.parse([])?.benchmarks == [.emit, .collector, .scrape, .burst, .gap])
         #expect(try BenchCommand.parse(["gap", "--rounds", "3"])?.benchmarks == [.gap])
         #expect(try BenchCommand.parse(["scrape", "emit"])?.benchmarks == [.emit, .scrape])
+        // wake runs only when named (the collector built beside), and prints JSON too.
+        #expect(try BenchCommand.parse(["wake", "--json", "--quick"])?.benchmarks == [.wake])
+        #expect(try BenchCommand.parse(["wake", "--poll", "10ms"])?.settings.collectorPollNanos == 10_000_000)
         // scale and attack run only when named, and print their tables only.
         #expect(try BenchCommand.parse(["attack"])?.benchmarks == [.attack])
         #expect(throws: (any Error).self) { try BenchCommand.parse(["attack", "--json"]) }
