@@ -66,9 +66,10 @@ package struct BenchCommand: Sendable, Equatable {
           --batch N         calls per timed batch (default 16; 1 times every call)
           --rounds N        emit and gap: run the rows interleaved in N rounds, each row for 1/N of its
                             time per round (default 5; --quick 3)
-          --row NAME        run only this emit row, or this group of collector rows (repeatable):
+          --row NAME        run only this emit row, or this group of collector or wake rows (repeatable):
                             \(EmitBenchmark.rowNames.joined(separator: ", ")); the A/B rows, only when named:
-                            \(EmitBenchmark.abRowNames.joined(separator: ", ")); collector: \(CollectorBenchmark.rowGroups.joined(separator: ", "))
+                            \(EmitBenchmark.abRowNames.joined(separator: ", ")); collector: \(CollectorBenchmark.rowGroups.joined(separator: ", "));
+                            wake: \(WakeBenchmark.rowGroups.joined(separator: ", "))
           --capacity N      records in the emit rows' rings (default \(BenchSettings().ringCapacity); the library's is \(Bot.Options().laneCapacity))
           --poll DUR        the collector's --poll in the live run and in wake (default 100ms)
           --series N        scale: series registered (default 100000; 1000 to 2000000)
@@ -157,10 +158,14 @@ package struct BenchCommand: Sendable, Equatable {
                 }
             case "--row":
                 let name = try value(for: flag)
-                guard EmitBenchmark.allRowNames.contains(name) || CollectorBenchmark.rowGroups.contains(name) else {
+                guard
+                    EmitBenchmark.allRowNames.contains(name) || CollectorBenchmark.rowGroups.contains(name)
+                        || WakeBenchmark.rowGroups.contains(name)
+                else {
                     throw UsageError(
-                        "--row \(name): not a row; rows are \(EmitBenchmark.allRowNames.joined(separator: ", ")), and the collector's "
-                            + CollectorBenchmark.rowGroups.joined(separator: ", "))
+                        "--row \(name): not a row; rows are \(EmitBenchmark.allRowNames.joined(separator: ", ")), the collector's "
+                            + CollectorBenchmark.rowGroups.joined(separator: ", ") + ", and wake's "
+                            + WakeBenchmark.rowGroups.joined(separator: ", "))
                 }
                 command.rows.insert(name)
             case "--capacity":

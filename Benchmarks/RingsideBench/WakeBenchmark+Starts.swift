@@ -9,13 +9,15 @@ import RingsideSystem
 extension WakeBenchmark {
     static let startRate = 20_000
     static let startCapacity = 1_024
-    /// The idle spell before each start (longer than the poll), and how long each start writes.
-    static let idleSpellNanos: UInt64 = 300_000_000
+    /// The idle spell before each start: longer than the poll, and than the second the drain keeps
+    /// a lane's fill rate (`DrainTiming.fillRateHoldNanos`: it wakes at that pace meanwhile), plus
+    /// up to a poll at random (the start's phase against the poll uniform); how long each start writes.
+    static let idleSpellNanos: UInt64 = 1_500_000_000
     static let writingNanos: UInt64 = 250_000_000
 
     static func startsMethod(_ settings: BenchSettings) -> String {
         "start.*: a bot of one \(startCapacity)-slot lane, sampling off, \(starts(settings)) starts each, the two rows' in "
-            + "turn: an idle spell of \(idleSpellNanos / 1_000_000) ms, then \(startRate / 1_000) records every ms (paced as "
+            + "turn: an idle spell of \(idleSpellNanos / 1_000_000) ms and 0 to 100 at random (longer than the poll, and than the second the drain keeps a lane's fill rate), then \(startRate / 1_000) records every ms (paced as "
             + "ringside-test-producer blast is: a ms's records at once, then a sleep until the next are due) for "
             + "\(writingNanos / 1_000_000) ms; dropped = the lane's drops in a start. "
     }
@@ -38,9 +40,10 @@ extension WakeBenchmark {
             try collector.waitForCount(ring: bot.name, atLeast: 1)
         }
         var rows = [WakeReport.StartRow(name: "start.doorbell"), WakeReport.StartRow(name: "start.poll")]
+        var random = SystemRandomNumberGenerator()
         for _ in 0..<starts(settings) {
             for index in bots.indices {
-                System.nanosleep(idleSpellNanos)
+                System.nanosleep(idleSpellNanos + UInt64.random(in: 0..<100_000_000, using: &random))
                 rows[index].starts.append(writeOneStart(bots[index].histogram, lane: bots[index].bot.currentThreadLane))
             }
         }

@@ -68,7 +68,7 @@ do {
             let report = try GapBenchmark.run(command.settings, progress: progress)
             print(command.json ? report.json.text : report.table)
         case .wake:
-            let report = try WakeBenchmark.run(command.settings, progress: progress)
+            let report = try WakeBenchmark.run(command.settings, only: command.rows, progress: progress)
             print(command.json ? report.json.text : report.table)
         case .soak:
             let report = try SoakBenchmark.run(command.soak) { line in

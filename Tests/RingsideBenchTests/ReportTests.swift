@@ -232,6 +232,7 @@ struct BenchCommandTests {
         // wake runs only when named (the collector built beside), and prints JSON too.
         #expect(try BenchCommand.parse(["wake", "--json", "--quick"])?.benchmarks == [.wake])
         #expect(try BenchCommand.parse(["wake", "--poll", "10ms"])?.settings.collectorPollNanos == 10_000_000)
+        #expect(try BenchCommand.parse(["wake", "--row", "idle"])?.rows == ["idle"])
         // scale and attack run only when named, and print their tables only.
         #expect(try BenchCommand.parse(["attack"])?.benchmarks == [.attack])
         #expect(throws: (any Error).self) { try BenchCommand.parse(["attack", "--json"]) }
