@@ -45,7 +45,7 @@ package struct BenchCommand: Sendable, Equatable {
         unanswered; the collector and ringside-test-producer built beside it); what the doorbell
         changes against the poll, beside the collector built beside it (wake: a record from an idle
         collector until drained and until /latest shows it; 2,000 idle bots' CPU by thread; a lane
-        starting after an idle spell, sampling off, and what it drops; about 2 minutes).
+        starting after an idle spell, sampling off, and what it drops; about 3 minutes).
         Build it in release mode: swift build -c release --product ringside-bench
 
         soak runs alone: the collector built beside this binary for an hour, under producers at full
