@@ -134,6 +134,44 @@ struct DoorbellTests {
         }
     }
 
+    @Test(
+        "a busy drain sets no doorbell: within the quiet spell after a pass drained records, or while a lane fills fast, it sleeps without one; after the spell it sets them"
+    )
+    func busyDrainSetsNoDoorbell() throws {
+        try withBot("busy", options: .init(laneCapacity: 64)) { directory, bot in
+            let values = try bot.histogram("values")
+            values.record(1)  // the thread's lane
+            let consumer = try RingConsumer("busy", directory: directory)
+            consumer.lookForNewLanes()
+            try consumer.drain { _, _ in }
+            let watch = LaneWatch()
+            watch.watch([consumer])
+            let doorbells = Doorbells(log: .standardError, wakeDrain: {})
+            doorbells.start()
+            defer { doorbells.stop() }
+            let quiet = DrainTiming.doorbellQuietNanos
+            let drainedAt = System.monotonicNanos()
+            doorbells.noteDrained(nowNanos: drainedAt)
+            // A millisecond later: the spell's 4 ms left, and nothing set.
+            let within = doorbells.announceSleep(watch: watch, nowNanos: drainedAt + 1_000_000, plannedSleepNanos: .max)
+            #expect(within == quiet - 1_000_000)
+            #expect(!consumer.doorbellIsSet && doorbells.figures.sleeps == 0)
+            // The parts ask for less than the spell: that is the spell.
+            #expect(doorbells.announceSleep(watch: watch, nowNanos: drainedAt + 1_000_000, plannedSleepNanos: 2_000_000) == 1_000_000)
+            // A lane filling fast (the drain back within 16 ms at its pace): no doorbell, however quiet.
+            let busy = doorbells.announceSleep(
+                watch: watch, nowNanos: drainedAt + quiet, plannedSleepNanos: .max, lanesPaceNanos: 16_000_000)
+            #expect(busy == .max)
+            #expect(!consumer.doorbellIsSet && doorbells.figures.sleeps == 0)
+            // The spell over: the doorbell is set and the drain may sleep as long as its parts ask.
+            let after = doorbells.announceSleep(watch: watch, nowNanos: drainedAt + quiet, plannedSleepNanos: .max)
+            #expect(after == .max)
+            #expect(consumer.doorbellIsSet && doorbells.figures.sleeps == 1)
+            doorbells.wokeUp()
+            #expect(!consumer.doorbellIsSet)
+        }
+    }
+
     /// On the producer's thread: claims its lane with a first record, then waits for the watch.
     private static func claimLane(_ values: Bot.Histogram, started: borrowing Atomic<Int>) {
         values.record(0)
@@ -173,7 +211,11 @@ struct DoorbellTests {
                 drainedCalls.store(drained - 1, ordering: .releasing)
                 continue
             }
-            guard let most = doorbells.announceSleep(watch: watch, nowNanos: System.monotonicNanos()) else {
+            // The least quiet spell: the drain arms again 250 µs after a ring, as soon as it may.
+            guard
+                let most = doorbells.announceSleep(
+                    watch: watch, nowNanos: System.monotonicNanos(), plannedSleepNanos: DrainTiming.minimumSleepNanos)
+            else {
                 caught += 1  // written as the drain went to sleep: seen by the look after the announcement
                 continue
             }

@@ -184,8 +184,16 @@ package final class Collector: @unchecked Sendable {
                 // sooner, as each part asks (see `sleepNanos`), or when a ring's file is opened,
                 // closed or grows a lane (inotify), or discovery found a ring.
                 // The producers' doorbells wake it at their first write (see `Doorbells`).
-                if drained == 0, let most = doorbells.announceSleep(watch: scheduler.laneWatch, nowNanos: rs_clock_precise_ns()) {
-                    let sleep = min(sleepNanos(nowNanos: rs_clock_precise_ns()), most)
+                if drained > 0 {
+                    doorbells.noteDrained(nowNanos: rs_clock_precise_ns())
+                    continue
+                }
+                let planned = sleepNanos(nowNanos: rs_clock_precise_ns())
+                if let most = doorbells.announceSleep(
+                    watch: scheduler.laneWatch, nowNanos: rs_clock_precise_ns(), plannedSleepNanos: planned,
+                    lanesPaceNanos: scheduler.sleepNanos())
+                {
+                    let sleep = min(planned, most)
                     _ = tracker.wakeup.wait(timeoutNanos: sleep, holds: tracker.holds(name:))
                     doorbells.wokeUp()
                 }

@@ -21,8 +21,9 @@ final class Doorbells {
     /// passes a busy ring does.
     private var wakesSeen = 0
     private var lastWakeNanos: UInt64 = 0
-    /// When the look after an announcement last found a lane moved.
+    /// When the look after an announcement last found a lane moved, and when a pass last drained records.
     private var lastMovedNanos: UInt64 = 0
+    private var lastDrainedNanos: UInt64 = 0
     /// False once the barrier failed (a kernel without it, or a seccomp filter): the drain polls.
     private var barrierWorks = true
     private(set) var figures = DoorbellFigures()
@@ -38,17 +39,30 @@ final class Doorbells {
     func start() { waiter.start() }
     func stop() { waiter.stop() }
 
+    /// A pass drained records at `now`: the drain is busy, and sets no doorbell for a while.
+    func noteDrained(nowNanos now: UInt64) { lastDrainedNanos = now }
+
     /// Announces the sleep to the producers of the rings `watch` holds. Returns nil when a lane
     /// moved meanwhile (records came as the drain went to sleep: it drains them instead of
     /// sleeping); else the longest the sleep may be (`.max`: as long as the drain's parts ask).
-    /// Within `DrainTiming.minimumSleepNanos` of a ring, or of such a look, it sets no doorbell
-    /// and the sleep lasts until then at most: a producer writing at every sleep costs at most
-    /// the passes a busy ring does.
-    func announceSleep(watch: LaneWatch, nowNanos now: UInt64) -> UInt64? {
+    ///
+    /// Only after a quiet spell: within `plannedSleepNanos` (what the drain's parts ask, at most
+    /// `DrainTiming.doorbellQuietNanos`, at least `DrainTiming.minimumSleepNanos`) of a ring, a
+    /// look that caught records, or a pass that drained some, it sets no doorbell and the sleep
+    /// lasts until then at most. So a producer that writes all along is drained at the pace its
+    /// lanes ask, as without doorbells, instead of ringing at every sleep (a wake, a barrier and
+    /// a futex wait for each of its bursts); a doorbell wakes a drain that found nothing for that long.
+    ///
+    /// Nor while a lane fills fast (`lanesPaceNanos`, the sleep the lanes' fill asks, below
+    /// `DrainTiming.doorbellBusyPaceNanos`): the drain comes back at that pace anyway, and its
+    /// records would ring at every sleep.
+    func announceSleep(watch: LaneWatch, nowNanos now: UInt64, plannedSleepNanos: UInt64, lanesPaceNanos: UInt64 = .max) -> UInt64? {
         noteWakes(nowNanos: now)
-        let lastActive = max(lastWakeNanos, lastMovedNanos)
-        if lastActive != 0, now &- lastActive < DrainTiming.minimumSleepNanos {
-            return DrainTiming.minimumSleepNanos - (now &- lastActive)
+        if lanesPaceNanos < DrainTiming.doorbellBusyPaceNanos { return .max }
+        let quiet = max(min(plannedSleepNanos, DrainTiming.doorbellQuietNanos), DrainTiming.minimumSleepNanos)
+        let lastActive = max(lastWakeNanos, lastMovedNanos, lastDrainedNanos)
+        if lastActive != 0, now &- lastActive < quiet {
+            return quiet - (now &- lastActive)
         }
         disarm()  // none set but by this announcement
         let consumers = watch.watchedConsumers
