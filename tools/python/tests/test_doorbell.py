@@ -111,6 +111,9 @@ def test_a_forked_child_rings_through_its_worker_file(bot, ring_dir):
         while not os.path.exists(worker) and time.monotonic() < deadline:
             time.sleep(0.01)
         header = Header(worker)
+        # The file is made before its header is filled in: the word is stored as the child attaches.
+        while header.word(RINGS_DOORBELL) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert header.word(RINGS_DOORBELL) == 1  # the child registered for itself
         header.ring()
         os.write(planted_write, b"x")
