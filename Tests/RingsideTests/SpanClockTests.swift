@@ -191,7 +191,9 @@ struct SpanClockTests {
 
     @Test(
         "the TSC converted to CLOCK_MONOTONIC stays within RS_SPAN_CLOCK_BOUND_NS of it for a minute, anchored again about once a second",
-        .enabled(if: machineHasUsableTSC), .timeLimit(.minutes(3)))
+        .enabled(if: machineHasUsableTSC))
+    // No time limit: the minute is the sampler thread's clock, and a whole suite beside a build on
+    // two cores once kept the cooperative pool from resuming the test for 11 minutes after it.
     func driftOverAMinute() async throws {
         rs_span_clock_init()
         var first = rs_tsc_calibration()
