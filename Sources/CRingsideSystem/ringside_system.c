@@ -7,6 +7,7 @@
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <malloc.h>
+#include <poll.h>
 #include <time.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -102,6 +103,12 @@ int rss_futex_wake(uint32_t *word, int shared) {
 }
 
 #endif
+
+int rss_poll_ns(struct pollfd *fds, uint32_t count, uint64_t timeout_ns) {
+    struct timespec timeout = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+    int ready = ppoll(fds, count, timeout_ns == UINT64_MAX ? NULL : &timeout, NULL);
+    return ready >= 0 ? ready : -errno;
+}
 
 int rss_trim_heap(void) { return malloc_trim(0); }
 

@@ -284,6 +284,14 @@ package enum System {
         return Int(try checked(count))
     }
 
+    /// `poll` with a timeout to the nanosecond (nil: none), for a short wait that must end both
+    /// when it is due and when a descriptor is ready. The corresponding C function is `ppoll`.
+    package static func poll(_ fds: inout [pollfd], timeoutNanos: UInt64?) throws(Errno) -> Int {
+        let ready = fds.withUnsafeMutableBufferPointer { rss_poll_ns($0.baseAddress, UInt32($0.count), timeoutNanos ?? .max) }
+        if ready < 0 { throw Errno(rawValue: -ready) }
+        return Int(ready)
+    }
+
     /// Sleeps `nanoseconds` in full: a signal's handler runs, then the sleep goes on for the time
     /// left. The corresponding C function is `nanosleep`.
     package static func nanosleep(_ nanoseconds: UInt64) {

@@ -51,6 +51,29 @@ struct SystemTests {
         #expect(Array(bytes[..<count]) == Array("ok".utf8))
     }
 
+    @Test("a poll to the nanosecond ends when a descriptor is ready, however long its timeout, and not before its timeout when none is")
+    func pollToTheNanosecond() throws {
+        let pipe = try System.pipe()
+        defer {
+            System.close(pipe.read)
+            System.close(pipe.write)
+        }
+        var fds = [pollfd(fd: pipe.read, events: Int16(POLLIN), revents: 0)]
+        let start = DispatchTime.now().uptimeNanoseconds
+        #expect(try System.poll(&fds, timeoutNanos: 2_500_000) == 0)
+        #expect(DispatchTime.now().uptimeNanoseconds - start >= 2_500_000)
+        // A byte written by another thread while the poll waits without a timeout ends it.
+        let writer = Thread {
+            System.nanosleep(20_000_000)
+            try? System.writeAll(pipe.write, "x")
+        }
+        writer.start()
+        #expect(try System.poll(&fds, timeoutNanos: nil) == 1 && fds[0].revents & Int16(POLLIN) != 0)
+        // Ready before the poll: it returns at once rather than after its minute.
+        fds[0].revents = 0
+        #expect(try System.poll(&fds, timeoutNanos: 60_000_000_000) == 1)
+    }
+
     @Test("a read a signal interrupts is made again: it returns what is written after the signals")
     func readMadeAgain() throws {
         let pipe = try System.pipe()

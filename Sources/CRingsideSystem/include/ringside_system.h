@@ -11,6 +11,7 @@
 #define RINGSIDE_SYSTEM_H
 
 #include <stdint.h>
+#include <poll.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,6 +69,12 @@ static inline uint32_t rss_word_load(const uint32_t *word) { return __atomic_loa
 /** FUTEX_WAKE of every waiter on `word` (`shared` 0: a private futex). Returns the waiters woken,
     or -errno. */
 int rss_futex_wake(uint32_t *word, int shared);
+
+/**
+ * poll with a timeout to the nanosecond (`timeout_ns` UINT64_MAX: none), through ppoll (Glibc's
+ * Swift module lacks it). Returns the descriptors ready, or -errno (-EINTR: a signal came).
+ */
+int rss_poll_ns(struct pollfd *fds, uint32_t count, uint64_t timeout_ns);
 
 #ifdef __cplusplus
 }

@@ -74,16 +74,10 @@ final class DirectoryWatch: Sendable {
             pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
             pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
         ]
-        var milliseconds = Int32(min(timeoutNanos / 1_000_000 + (timeoutNanos % 1_000_000 == 0 ? 0 : 1), 60_000))
-        if timeoutNanos < 10_000_000 {
-            // poll waits whole milliseconds, and rounds up: a short wait (a lane filling fast,
-            // where half a millisecond more can cost records) is slept through precisely, then
-            // the descriptors are looked at without waiting.
-            if timeoutNanos > 0 { System.nanosleep(timeoutNanos) }
-            milliseconds = 0
-        }
-        // A signal ends the wait early with nothing seen; the caller comes back to it.
-        guard let ready = try? System.poll(&fds, timeoutMillis: milliseconds), ready > 0 else { return Woken() }
+        // To the nanosecond (poll's whole milliseconds would round a short wait up: a lane filling
+        // fast, where half a millisecond more can cost records), and ended by a `signal` however
+        // short (the doorbells' waiter wakes the drain through it).
+        guard let ready = try? System.poll(&fds, timeoutNanos: timeoutNanos), ready > 0 else { return Woken() }
         var woken = Woken(events: fds[0].revents != 0)
         if fds[1].revents != 0 {
             signalled.store(false, ordering: .releasing)  // first: a signal from now on writes again
