@@ -149,6 +149,7 @@ struct HostileProducerTests {
             }
             try #require(seriesCount != nil, "the collector did not show the 24,576 series")
 
+            let waitedBefore = runQueueWaitNanos(of: collector.pid, thread: "ringside-drain") ?? 0
             let blast = try ChildProcess(
                 testProducer: "blast", ring: "paced", in: directory, ["--seconds", "5", "--rate", "20000", "--capacity", "4096"])
             var statuses: [Int: Int] = [:]
@@ -162,10 +163,17 @@ struct HostileProducerTests {
             let counts = blast.readLine() ?? ""
             _ = blast.waitForExit()
             let neighbour = try #require(BlastCounts(counts), "\(counts)")
+            // Drops while the machine kept the drain thread off a CPU it could use for half the
+            // lane's time (another build beside the suite) are the machine's, not the snapshot's.
+            let drainWaited = (runQueueWaitNanos(of: collector.pid, thread: "ringside-drain") ?? 0) &- waitedBefore
+            let drainStarved = Double(drainWaited) / 1e9 * 20_000 >= 4096 / 2
             #expect(statuses.keys.sorted() == [200], "/health answers: \(statuses)")
             #expect(
-                neighbour.dropped == 0 || neighbour.producerStalled(rate: 20_000, capacity: 4096), "the paced neighbour: \(neighbour)")
-            print("large publish: \(seriesCount ?? 0) series; /health \(statuses); paced neighbour: \(counts)")
+                neighbour.dropped == 0 || neighbour.producerStalled(rate: 20_000, capacity: 4096) || drainStarved,
+                "the paced neighbour: \(neighbour); the drain waited \(drainWaited / 1_000_000) ms for a CPU")
+            print(
+                "large publish: \(seriesCount ?? 0) series; /health \(statuses); paced neighbour: \(counts); "
+                    + "the drain waited \(drainWaited / 1_000_000) ms for a CPU")
         }
     }
 

@@ -147,3 +147,19 @@ package func mappingCount(of pid: Int32) -> Int {
     guard let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8) else { return -1 }
     return maps.split(separator: "\n").count
 }
+
+/// How long a process's thread named `name` (its comm) has waited for a CPU while it could run, in
+/// nanoseconds (schedstat's second field): nil once it is gone. A test that finds a collector
+/// thread late asks this whether the machine, rather than the collector, kept it waiting.
+package func runQueueWaitNanos(of pid: Int32, thread name: String) -> UInt64? {
+    let base = "/proc/\(pid)/task"
+    for task in (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? [] {
+        guard let comm = try? String(contentsOfFile: "\(base)/\(task)/comm", encoding: .utf8),
+            comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
+            let stat = try? String(contentsOfFile: "\(base)/\(task)/schedstat", encoding: .utf8)
+        else { continue }
+        let fields = stat.split(separator: " ")
+        return fields.count >= 2 ? UInt64(fields[1]) : nil
+    }
+    return nil
+}
