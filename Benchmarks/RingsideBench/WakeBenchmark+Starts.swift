@@ -27,14 +27,8 @@ extension WakeBenchmark {
     ) throws(BenchError) -> [WakeReport.StartRow] {
         let collector = try startDaemon(settings, directory: directory, scratch: scratch)
         defer { ScaleBenchmark.stop(collector.process, in: scratch) }
-        var bots: [(bot: Bot, histogram: Bot.Histogram)] = []
-        for name in ["start-bell", "start-poll"] {
-            do {
-                let bot = try Bot.attach(name, directory: directory, options: .init(laneCapacity: startCapacity, sampleAbovePercent: 100))
-                bots.append((bot, try bot.histogram(metric)))
-            } catch { throw BenchError("attaching bot \(name) in \(directory): \(error)") }
-        }
-        bots[1].bot.sayDoesNotRing()
+        let bots = try attachPair(
+            ["start-bell", "start-poll"], directory: directory, options: .init(laneCapacity: startCapacity, sampleAbovePercent: 100))
         for (bot, histogram) in bots {
             histogram.record(1)
             try collector.waitForCount(ring: bot.name, atLeast: 1)

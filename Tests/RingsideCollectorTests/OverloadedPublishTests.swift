@@ -13,7 +13,7 @@ struct OverloadedPublishTests {
     func cutShortForASecond() throws {
         try withBot("flood", options: .init(laneCapacity: 32_768)) { directory, bot in
             let fill = try bot.histogram("fill")
-            var options = CollectorOptions(directory: directory)
+            let options = CollectorOptions(directory: directory)
             let collector = try Collector(options: options, log: CapturedLog().log)
             var now = rs_clock_precise_ns()
             for _ in 0..<1_000 where collector.snapshot.generation == 0 { collector.runPass(nowNanos: now) }

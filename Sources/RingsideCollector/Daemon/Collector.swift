@@ -184,14 +184,15 @@ package final class Collector: @unchecked Sendable {
                 // sooner, as each part asks (see `sleepNanos`), or when a ring's file is opened,
                 // closed or grows a lane (inotify), or discovery found a ring.
                 // The producers' doorbells wake it at their first write (see `Doorbells`).
+                let now = rs_clock_precise_ns()
                 if drained > 0 {
-                    doorbells.noteDrained(nowNanos: rs_clock_precise_ns())
+                    doorbells.noteDrained(nowNanos: now)
                     continue
                 }
-                let planned = sleepNanos(nowNanos: rs_clock_precise_ns())
+                let lanesPace = scheduler.sleepNanos()
+                let planned = sleepNanos(nowNanos: now, lanesPaceNanos: lanesPace)
                 if let most = doorbells.announceSleep(
-                    watch: scheduler.laneWatch, nowNanos: rs_clock_precise_ns(), plannedSleepNanos: planned,
-                    lanesPaceNanos: scheduler.sleepNanos())
+                    watch: scheduler.laneWatch, nowNanos: now, plannedSleepNanos: planned, lanesPaceNanos: lanesPace)
                 {
                     let sleep = min(planned, most)
                     _ = tracker.wakeup.wait(timeoutNanos: sleep, holds: tracker.holds(name:))
@@ -226,9 +227,10 @@ package final class Collector: @unchecked Sendable {
     /// How long the drain thread may sleep: a poll, or less when a part asks: the scheduler
     /// before the fastest-filling lane can fill (or not at all, rings not reached), the tracker
     /// while a bot was just attached, the publisher when a snapshot is due or half built.
-    private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
+    /// `lanesPaceNanos` is the scheduler's.
+    private func sleepNanos(nowNanos now: UInt64, lanesPaceNanos: UInt64) -> UInt64 {
         min(
-            options.pollNanos, scheduler.sleepNanos(), tracker.sleepNanos(nowNanos: now), publisher.sleepNanos(nowNanos: now),
+            options.pollNanos, lanesPaceNanos, tracker.sleepNanos(nowNanos: now), publisher.sleepNanos(nowNanos: now),
             capturer?.sleepNanos(nowNanos: now) ?? .max)
     }
 
