@@ -197,7 +197,7 @@ extension CollectorStats {
         .init(
             "series_saturated", "ringside_collector_series_saturated", "gauge",
             "Series with a total at its ceiling (a count or counter at 2^64 - 1, a histogram's sum at 2^128 - 1), where it stays, never wrapping back"
-        ) { .integer($0.seriesSaturated) },
+        ) { .integer($0.snapshotBuild.seriesSaturated) },
     ]
 
     /// What discovery found and looked at: the ring files it refused, its listings and its opens.

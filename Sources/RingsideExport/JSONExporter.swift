@@ -82,10 +82,10 @@ package enum JSONExporter {
             json.field("status", !isHealthy ? "stalled" : allAlive ? "ok" : "unhealthy")
             json.field("last_pass_age_seconds", lastPassAgeSeconds)
             json.field("snapshot_age_seconds", snapshotAgeSeconds)
-            json.field("snapshot_build_seconds", snapshot.collector.snapshotBuildSeconds)
+            json.field("snapshot_build_seconds", snapshot.collector.snapshotBuild.seconds)
             // Kept: those on the page, and those whose first figures wait for the next snapshot.
-            json.field("series", snapshot.collector.series)
-            json.field("series_awaiting_figures", snapshot.collector.seriesAwaitingFigures)
+            json.field("series", snapshot.collector.snapshotBuild.series)
+            json.field("series_awaiting_figures", snapshot.collector.snapshotBuild.seriesAwaitingFigures)
             json.field("bots_known", bots.count)
             json.field("bots_alive", bots.count { $0.isAlive })
             json.field("max_age_seconds", maxAgeSeconds)
@@ -354,10 +354,10 @@ package enum JSONExporter {
             json.field("uid", stats.uid)
             CollectorStats.drainFigures.write(stats, into: json)
             json.field("passes", stats.passes)
-            json.field("snapshot_build_seconds", stats.snapshotBuildSeconds)
+            json.field("snapshot_build_seconds", stats.snapshotBuild.seconds)
             json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
             CollectorStats.boundFigures.write(stats, into: json)
-            json.field("series_awaiting_figures", stats.seriesAwaitingFigures)
+            json.field("series_awaiting_figures", stats.snapshotBuild.seriesAwaitingFigures)
             if let state = stats.state {
                 json.key("state")
                 json.object { CollectorStateStats.figures.write(state, into: json) }

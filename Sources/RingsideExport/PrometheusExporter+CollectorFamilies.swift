@@ -14,29 +14,29 @@ extension PrometheusExporter {
         family(
             "ringside_collector_snapshot_build_seconds", "gauge",
             "The drain thread's time spent building that snapshot, in slices between drain passes; the next begins at least twice it later",
-            [([], stats.snapshotBuildSeconds)])
+            [([], stats.snapshotBuild.seconds)])
         family("ringside_collector_rings", "gauge", "Rings attached", [([], Double(rings))])
         family(
             "ringside_collector_series", "gauge", "Series kept (bot, metric and labels), those not on this page yet too",
-            [([], Double(stats.series))])
+            [([], Double(stats.snapshotBuild.series))])
         family(
             "ringside_collector_series_awaiting_figures", "gauge",
             "Series kept but not on this page yet: new, their first figures left to the next snapshot by one that spent its time "
                 + "for new series (200 ms of the drain thread)",
-            [([], Double(stats.seriesAwaitingFigures))])
+            [([], Double(stats.snapshotBuild.seriesAwaitingFigures))])
         family(
             "ringside_collector_series_limit", "gauge", "Series the collector keeps at most (--max-series)",
-            [([], Double(stats.seriesLimit))])
+            [([], Double(stats.snapshotBuild.seriesLimit))])
         family(
             "ringside_collector_series_limit_per_ring", "gauge", "Series kept per ring at most (--max-series-per-ring)",
-            [([], Double(stats.seriesLimitPerRing))])
+            [([], Double(stats.snapshotBuild.seriesLimitPerRing))])
         family(
             "ringside_collector_series_bytes", "gauge",
             "Memory the series take, as charged against --max-series-bytes (windows, counts and page text)",
-            [([], Double(stats.seriesBytes))])
+            [([], Double(stats.snapshotBuild.seriesBytes))])
         family(
             "ringside_collector_series_bytes_limit", "gauge", "Memory the series may take at most (--max-series-bytes)",
-            [([], Double(stats.seriesBytesLimit))])
+            [([], Double(stats.snapshotBuild.seriesBytesLimit))])
         family(
             "ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
             [([], Double(stats.startedRealtimeNanos) / 1e9)])

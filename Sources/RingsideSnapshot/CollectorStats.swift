@@ -11,16 +11,9 @@ package struct CollectorStats: Sendable {
     package var lastPassMonotonicNanos: UInt64 = 0
     package var lastPassSeconds: Double = 0
     package var passes: UInt64 = 0
-    /// The drain thread's time spent building the snapshot these figures came with (in slices,
-    /// between drain passes): what spaces publishes out (see `SnapshotPublisher.spacingNanos`).
-    package var snapshotBuildSeconds: Double = 0
+    /// What the snapshot these figures came with counted when it was built.
+    package var snapshotBuild = SnapshotBuildFigures()
     package var startedRealtimeNanos: UInt64 = 0
-    /// Series kept (those in the snapshot and `seriesAwaitingFigures`), and the caps
-    /// (`--max-series`, `--max-series-per-ring`).
-    package var series = 0, seriesLimit = 0, seriesLimitPerRing = 0
-    /// The memory the series take as the collector charges it, and its budget (`--max-series-bytes`).
-    package var seriesBytes = 0
-    package var seriesBytesLimit = 0
     /// With `--hlog`: the latency log's failed opens, writes and renames; nil without it.
     package var hlogErrors: UInt64?
     /// With `--history`: the series its per-second history holds, those of the last snapshot it
@@ -48,12 +41,6 @@ package struct CollectorStats: Sendable {
     package var otlp: OTLPStats?
     /// With `--web-config-file`: what the HTTP listener refused and reloaded; nil without it.
     package var webSecurity: WebSecurityStats?
-    /// Series with a total at its ceiling (a counter's at 2^64 - 1, a histogram's count at
-    /// 2^64 - 1 or sum at 2^128 - 1, their drops), where it stays: saturated, never wrapped back.
-    package var seriesSaturated = 0
-    /// Series kept but not in the snapshot yet: new, their first figures left to the next
-    /// snapshot by one that spent its time for new series (a burst of them, see `SnapshotPublisher`).
-    package var seriesAwaitingFigures = 0
     /// What the state file (`ringside-collector.state`) went through; nil when the collector keeps none.
     package var state: CollectorStateStats?
     /// The flight recorder's figures; nil with `--recorder-seconds 0`.
@@ -62,6 +49,28 @@ package struct CollectorStats: Sendable {
     package var captures: CaptureStats?
     /// What the routes did with their query strings: per-bot pages, queries refused.
     package var queries = QueryStats()
+
+    package init() {}
+}
+
+/// The figures a snapshot's build sets: kept as one value, so that an update between snapshots
+/// (`PublishedSnapshot.update`) keeps them all, those added later too.
+package struct SnapshotBuildFigures: Sendable, Equatable {
+    /// The drain thread's time spent building the snapshot (in slices, between drain passes):
+    /// what spaces publishes out (see `SnapshotPublisher.spacingNanos`).
+    package var seconds: Double = 0
+    /// Series kept (those in the snapshot and `seriesAwaitingFigures`), and the caps
+    /// (`--max-series`, `--max-series-per-ring`).
+    package var series = 0, seriesLimit = 0, seriesLimitPerRing = 0
+    /// The memory the series take as the collector charges it, and its budget (`--max-series-bytes`).
+    package var seriesBytes = 0
+    package var seriesBytesLimit = 0
+    /// Series with a total at its ceiling (a counter's at 2^64 - 1, a histogram's count at
+    /// 2^64 - 1 or sum at 2^128 - 1, their drops), where it stays: saturated, never wrapped back.
+    package var seriesSaturated = 0
+    /// Series kept but not in the snapshot yet: new, their first figures left to the next
+    /// snapshot by one that spent its time for new series (a burst of them, see `SnapshotPublisher`).
+    package var seriesAwaitingFigures = 0
 
     package init() {}
 }

@@ -54,9 +54,9 @@ struct CollectorTests {
             collector.runPass(nowNanos: start + 3_500_000_000)  // a refresh due, nothing new: the figures alone
             #expect(collector.published.revision > revision, "brought up to date")
             #expect(collector.snapshot.generation == generation, "without a new snapshot")
-            #expect(collector.snapshot.collector.series == 1)
-            #expect(collector.snapshot.collector.seriesLimit == collector.options.maxSeries)
-            #expect(collector.snapshot.collector.seriesBytes > 0)
+            #expect(collector.snapshot.collector.snapshotBuild.series == 1)
+            #expect(collector.snapshot.collector.snapshotBuild.seriesLimit == collector.options.maxSeries)
+            #expect(collector.snapshot.collector.snapshotBuild.seriesBytes > 0)
         }
     }
 
@@ -229,7 +229,8 @@ struct CollectorTests {
             }
             for name in ["a", "b"] { for histogram in histograms[name]! { for value in 1...10 { histogram.record(UInt64(value)) } } }
             var snapshot = pass(collector)
-            #expect(snapshot.series.count == 5 && snapshot.collector.series == 5 && snapshot.collector.seriesLimit == 5)
+            let built = snapshot.collector.snapshotBuild
+            #expect(snapshot.series.count == 5 && built.series == 5 && built.seriesLimit == 5)
             let a = try #require(snapshot.ring("a")), b = try #require(snapshot.ring("b"))
             #expect(a.seriesRefused == 1 && a.recordsRefusedTotal == 10 && a.rejectedTotal == 0)
             #expect(b.seriesRefused == 2 && b.recordsRefusedTotal == 20 && b.rejectedTotal == 0)

@@ -32,11 +32,12 @@ struct NewSeriesBudgetTests {
                 let page = collector.snapshot
                 let health = try JSONSerialization.jsonObject(
                     with: Data(JSONExporter.health(page, isHealthy: true, lastPassAgeSeconds: 0, snapshotAgeSeconds: 0)))
-                #expect((health as? [String: Any])?["series"] as? Int == page.collector.series, "/health says the series kept")
+                let built = page.collector.snapshotBuild
+                #expect((health as? [String: Any])?["series"] as? Int == built.series, "/health says the series kept")
                 shown.append(
                     (
                         page.series.count { $0.metric.name == "fill" }, page.series.count { $0.metric.name == "orders" },
-                        page.collector.seriesAwaitingFigures, page.collector.series - page.series.count
+                        built.seriesAwaitingFigures, built.series - page.series.count
                     ))
             }
             // Admitted as their rings were: their first figures come a bot at a time.
@@ -65,7 +66,7 @@ struct NewSeriesBudgetTests {
             for bot in bots { try bot.histogram("late").record(7) }
             collector.runPass(nowNanos: now + 1_000_000, forcePublish: true)
             #expect(collector.snapshot.series.count { $0.metric.name == "late" } == 3)
-            #expect(collector.snapshot.collector.seriesAwaitingFigures == 0)
+            #expect(collector.snapshot.collector.snapshotBuild.seriesAwaitingFigures == 0)
         }
     }
 
@@ -96,15 +97,15 @@ struct NewSeriesBudgetTests {
             }
             // Admitted a ring at a time, as their registries are looked at (every 2 s here).
             var page = Snapshot()
-            for _ in 0..<10 where page.series.count < 6 || page.collector.seriesAwaitingFigures > 0 {
+            for _ in 0..<10 where page.series.count < 6 || page.collector.snapshotBuild.seriesAwaitingFigures > 0 {
                 page = publish(after: 2_000_000_000)
             }
-            try #require(page.series.count == 6 && page.collector.seriesAwaitingFigures == 0)
+            try #require(page.series.count == 6 && page.collector.snapshotBuild.seriesAwaitingFigures == 0)
 
             // New series, recorded: admitted as they are drained, their first figures a bot a snapshot.
             for bot in bots { for n in 0..<2 { try bot.histogram("fill", labels: ["n": "\(n)"]).record(UInt64(n + 1)) } }
             let pages = (0..<3).map { _ in publish(after: 100_000_000) }
-            #expect(pages.map(\.collector.seriesAwaitingFigures) == [4, 2, 0])
+            #expect(pages.map(\.collector.snapshotBuild.seriesAwaitingFigures) == [4, 2, 0])
             #expect(pages.map { $0.series.count { $0.metric.name == "fill" } } == [2, 4, 6])
             // The second snapshot made b again (its turn) but not c: c's part is the one the first
             // published, the very array, not its series walked again to be left out again.

@@ -29,7 +29,7 @@ struct SaturationTests {
                     let snapshot = pass(collector, offset: step * 2_000_000_000)
                     if let total = snapshot.series("worker_total", ring: "totals")?.cumulativeExactSum {
                         readings.append(total)
-                        saturated = max(saturated, snapshot.collector.seriesSaturated)
+                        saturated = max(saturated, snapshot.collector.snapshotBuild.seriesSaturated)
                     }
                     return snapshot
                 }
@@ -85,7 +85,7 @@ struct SaturationTests {
                     if let series = snapshot.series("worker_values", ring: "weights") {
                         counts.append(series.cumulativeCount)
                         sums.append(series.cumulativeExactSum)
-                        saturated = max(saturated, snapshot.collector.seriesSaturated)
+                        saturated = max(saturated, snapshot.collector.snapshotBuild.seriesSaturated)
                         if saturated > 0 { page = String(decoding: PrometheusExporter.render(snapshot), as: UTF8.self) }
                     }
                     return snapshot

@@ -27,7 +27,7 @@ struct SeriesUsageTallyTests {
             for metric in 0..<3 { try early.histogram("latency", labels: ["n": "\(metric)"]).record(UInt64(metric + 1)) }
             var snapshot = pass(collector)
             #expect(snapshot.rings.count == 61)
-            #expect(snapshot.series.count == 100 && snapshot.collector.series == 100)
+            #expect(snapshot.series.count == 100 && snapshot.collector.snapshotBuild.series == 100)
             #expect(snapshot.rings.reduce(0) { $0 + $1.seriesRefused } == 83, "every series past the cap refused, none twice")
             // A bot adopted in a later pass, and a new metric of a bot already in: both refused.
             let late = try Bot.attach("tally-late", directory: directory.path, options: .init(laneCapacity: 1024))
@@ -35,7 +35,7 @@ struct SeriesUsageTallyTests {
             try early.histogram("latency", labels: ["n": "new"]).record(1)
             snapshot = pass(collector)
             snapshot = pass(collector)
-            #expect(snapshot.series.count == 100 && snapshot.collector.series == 100)
+            #expect(snapshot.series.count == 100 && snapshot.collector.snapshotBuild.series == 100)
             #expect(snapshot.ring("tally-late")?.seriesRefused == 1)
             #expect(snapshot.rings.reduce(0) { $0 + $1.seriesRefused } == 85)
             withExtendedLifetime(early) {}

@@ -73,15 +73,7 @@ package final class PublishedSnapshot: Sendable {
         latest.withLock { snapshot in
             snapshot.currentRealtimeNanos = max(snapshot.currentRealtimeNanos, currentRealtimeNanos)
             var stats = stats
-            let built = snapshot.collector
-            stats.series = built.series
-            stats.seriesLimit = built.seriesLimit
-            stats.seriesLimitPerRing = built.seriesLimitPerRing
-            stats.seriesBytes = built.seriesBytes
-            stats.seriesBytesLimit = built.seriesBytesLimit
-            stats.seriesSaturated = built.seriesSaturated
-            stats.seriesAwaitingFigures = built.seriesAwaitingFigures
-            stats.snapshotBuildSeconds = built.snapshotBuildSeconds
+            stats.snapshotBuild = snapshot.collector.snapshotBuild
             snapshot.collector = stats
         }
         changed()

@@ -180,13 +180,13 @@ final class SnapshotPublisher<Feed: SeriesFeed> {
         snapshot.slos = judge.judge(bots: bots, startSettled: startSettled, nowNanos: now)
         var stats = stats
         // Kept: those on the page and those whose first figures wait for the next snapshot.
-        stats.series = snapshot.series.count + awaiting
-        stats.seriesAwaitingFigures = awaiting
-        stats.seriesLimit = options.maxSeries
-        stats.seriesLimitPerRing = options.maxSeriesPerRing
-        (stats.seriesBytes, stats.seriesSaturated) = feed.seriesFigures()
-        stats.seriesBytesLimit = options.maxSeriesBytes
-        stats.snapshotBuildSeconds = Double(building.costNanos) / 1e9
+        stats.snapshotBuild.series = snapshot.series.count + awaiting
+        stats.snapshotBuild.seriesAwaitingFigures = awaiting
+        stats.snapshotBuild.seriesLimit = options.maxSeries
+        stats.snapshotBuild.seriesLimitPerRing = options.maxSeriesPerRing
+        (stats.snapshotBuild.seriesBytes, stats.snapshotBuild.seriesSaturated) = feed.seriesFigures()
+        stats.snapshotBuild.seriesBytesLimit = options.maxSeriesBytes
+        stats.snapshotBuild.seconds = Double(building.costNanos) / 1e9
         snapshot.collector = stats
         pace.published(nowNanos: now, costNanos: building.costNanos)
         published.publish(&snapshot)
