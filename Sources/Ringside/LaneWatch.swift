@@ -19,6 +19,9 @@ package final class LaneWatch {
     private var laneCounts: [MappedRingFile.WatchedLaneCount] = []
     private var lanesMapped: [UInt32] = []
 
+    /// Bumped by each `watch`: whoever keeps some of `watchedConsumers` knows when to drop them.
+    package private(set) var generation = 0
+
     package init() {}
 
     /// Watches the lanes each of `consumers` has mapped now. Call it again when the list changes
@@ -32,6 +35,7 @@ package final class LaneWatch {
             known[ObjectIdentifier(self.consumers[owner]), default: []].append(seenCellWrites[lane])
         }
         self.consumers = consumers
+        generation &+= 1
         laneCounts = consumers.map { $0.mappedFile.watchedLaneCount() }
         lanesMapped = consumers.map { UInt32(clamping: $0.laneCount) }
         cursors.removeAll(keepingCapacity: true)

@@ -28,7 +28,7 @@ struct DrainSchedulerTests {
                 collector.runPass(nowNanos: now)
             }
             try #require(collector.snapshot.rings.filter { $0.bot.hasPrefix("lane-") }.count == 2)
-            for (number, fill) in fills.enumerated() { for value in 1...3 { try fill.record(UInt64(number * 10 + value)) } }
+            for (number, fill) in fills.enumerated() { for value in 1...3 { fill.record(UInt64(number * 10 + value)) } }
             // Within the second: neither the check of every file's lane count nor the rings' liveness is due.
             now += 100_000_000
             // The pass that sees the files' events drains the new lanes of each ring it visits (at

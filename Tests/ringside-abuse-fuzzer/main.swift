@@ -975,7 +975,7 @@ func check(_ label: String, _ bytes: [UInt8], expectation: Expectation, runDump:
     var collectorRejected: UInt64?
     do {
         let captured = CapturedLog()
-        var options = CollectorOptions(directory: directory)
+        let options = CollectorOptions(directory: directory)
         guard let collector = try? Collector(options: options, log: captured.log) else {
             violation("\(label): no collector for \(directory.path): another holds its lock")
             return

@@ -16,14 +16,18 @@ final class Doorbells {
     private let waiter: DoorbellWaiter
     /// The rings whose doorbells the current sleep set (their consumers keep the words mapped).
     private var armed: [RingConsumer] = []
+    /// The watched rings whose producer rings, at most a wait's words, as read at
+    /// `ringersReadNanos` from the watch of `ringersGeneration` (see `DrainTiming.doorbellRingersNanos`).
+    private var ringers: [RingConsumer] = []
+    private var ringersGeneration = -1
+    private var ringersReadNanos: UInt64 = 0
     /// The waiter's wakes as last seen, and when the last one came: a doorbell rung at every
     /// sleep is set again only after `DrainTiming.minimumSleepNanos`, so it costs at most the
     /// passes a busy ring does.
     private var wakesSeen = 0
     private var lastWakeNanos: UInt64 = 0
-    /// When the look after an announcement last found a lane moved, and when a pass last drained records.
-    private var lastMovedNanos: UInt64 = 0
-    private var lastDrainedNanos: UInt64 = 0
+    /// When the look after an announcement last found a lane moved, or a pass last drained records.
+    private var lastRecordsNanos: UInt64 = 0
     /// False once the barrier failed (a kernel without it, or a seccomp filter): the drain polls.
     private var barrierWorks = true
     private(set) var figures = DoorbellFigures()
@@ -40,7 +44,7 @@ final class Doorbells {
     func stop() { waiter.stop() }
 
     /// A pass drained records at `now`: the drain is busy, and sets no doorbell for a while.
-    func noteDrained(nowNanos now: UInt64) { lastDrainedNanos = now }
+    func noteDrained(nowNanos now: UInt64) { lastRecordsNanos = now }
 
     /// Announces the sleep to the producers of the rings `watch` holds. Returns nil when a lane
     /// moved meanwhile (records came as the drain went to sleep: it drains them instead of
@@ -60,7 +64,7 @@ final class Doorbells {
         noteWakes(nowNanos: now)
         if lanesPaceNanos < DrainTiming.doorbellBusyPaceNanos { return .max }
         let quiet = max(min(plannedSleepNanos, DrainTiming.doorbellQuietNanos), DrainTiming.minimumSleepNanos)
-        let lastActive = max(lastWakeNanos, lastMovedNanos, lastDrainedNanos)
+        let lastActive = max(lastWakeNanos, lastRecordsNanos)
         if lastActive != 0, now &- lastActive < quiet {
             return quiet - (now &- lastActive)
         }
@@ -70,11 +74,10 @@ final class Doorbells {
             (figures.watchedRings, figures.polledRings) = (0, consumers.count)
             return .max
         }
-        // Each ring's word is a load from its header page: stop at the most one wait takes.
-        for consumer in consumers where consumer.ringsDoorbell {
+        readRingers(watch: watch, nowNanos: now)
+        for consumer in ringers {
             consumer.armDoorbell()
             armed.append(consumer)
-            if armed.count == DoorbellWaiter.maxWords { break }
         }
         (figures.watchedRings, figures.polledRings) = (armed.count, consumers.count - armed.count)
         guard !armed.isEmpty else { return .max }
@@ -93,7 +96,7 @@ final class Doorbells {
         }
         if watch.anyMoved() {
             disarm()
-            lastMovedNanos = now
+            lastRecordsNanos = now
             figures.caughtByLook += 1
             return nil
         }
@@ -109,6 +112,20 @@ final class Doorbells {
         waiter.watch([])
         disarm()
         noteWakes(nowNanos: rs_clock_precise_ns())
+    }
+
+    /// Reads which watched rings' producers ring, when the watch changed or
+    /// `DrainTiming.doorbellRingersNanos` passed: each ring's word is a load from its header page.
+    /// Only rings the watch holds are kept, so their mappings are open while they are armed.
+    private func readRingers(watch: LaneWatch, nowNanos now: UInt64) {
+        guard watch.generation != ringersGeneration || now &- ringersReadNanos >= DrainTiming.doorbellRingersNanos else { return }
+        ringers.removeAll(keepingCapacity: true)
+        // Stop at the most one wait takes.
+        for consumer in watch.watchedConsumers where consumer.ringsDoorbell {
+            ringers.append(consumer)
+            if ringers.count == DoorbellWaiter.maxWords { break }
+        }
+        (ringersGeneration, ringersReadNanos) = (watch.generation, now)
     }
 
     private func disarm() {

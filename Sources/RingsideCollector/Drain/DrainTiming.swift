@@ -38,6 +38,11 @@ enum DrainTiming {
     /// Nor while a lane fills so fast that the drain comes back within this anyway (its sleep a
     /// quarter of the soonest fill): 1 M records a second into 65,536-record lanes asks 16 ms.
     static let doorbellBusyPaceNanos: UInt64 = 50_000_000
+    /// How often the drain reads again which producers ring (each file's `rings_doorbell`, a load
+    /// from its header page): read at every sleep, 2,000 bots that ring none cost a third of the
+    /// idle drain thread. A producer that starts or stops ringing is seen within this, or at once
+    /// when the rings watched change; until then it is drained at the poll, as any ring is.
+    static let doorbellRingersNanos: UInt64 = 1_000_000_000
     /// For this long after a bot is attached, the drain loop sleeps at most `newRingSleepNanos`,
     /// and looks for the bot's new lanes every pass.
     static let newRingNanos: UInt64 = 1_000_000_000
