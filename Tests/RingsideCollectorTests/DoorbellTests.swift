@@ -172,6 +172,46 @@ struct DoorbellTests {
         }
     }
 
+    @Test(
+        "which producers ring is read once a second and when the watch changes: a producer that stops ringing keeps its doorbell until then, then is polled; a ring that comes is armed at once"
+    )
+    func ringersReadOnceASecond() throws {
+        try withBot("quiet", options: .init(laneCapacity: 64)) { directory, bot in
+            let values = try bot.histogram("values")
+            values.record(1)  // the thread's lane
+            let consumer = try RingConsumer("quiet", directory: directory)
+            consumer.lookForNewLanes()
+            try consumer.drain { _, _ in }
+            let watch = LaneWatch()
+            watch.watch([consumer])
+            let doorbells = Doorbells(log: .standardError, wakeDrain: {})
+            doorbells.start()
+            defer { doorbells.stop() }
+            let start = System.monotonicNanos()
+            func sleep(at now: UInt64) -> (set: Bool, watched: Int?) {
+                _ = doorbells.announceSleep(watch: watch, nowNanos: now, plannedSleepNanos: .max)
+                defer { doorbells.wokeUp() }
+                return (consumer.doorbellIsSet, doorbells.figures.watchedRings)
+            }
+            #expect(sleep(at: start) == (true, 1))
+            bot.sayDoesNotRing()
+            // Read at the first sleep: within the second, the word is not read again.
+            #expect(sleep(at: start + 500_000_000) == (true, 1))
+            #expect(sleep(at: start + DrainTiming.doorbellRingersNanos) == (false, 0))
+            // A ring that comes changes the watch: the words are read at once, within the second.
+            let loud = try Bot.attach("loud", directory: directory.path, options: .init(laneCapacity: 64))
+            try loud.histogram("values").record(1)
+            let loudConsumer = try RingConsumer("loud", directory: directory)
+            loudConsumer.lookForNewLanes()
+            try loudConsumer.drain { _, _ in }
+            watch.watch([consumer, loudConsumer])
+            #expect(sleep(at: start + DrainTiming.doorbellRingersNanos + 1) == (false, 1))
+            _ = doorbells.announceSleep(watch: watch, nowNanos: start + DrainTiming.doorbellRingersNanos + 2, plannedSleepNanos: .max)
+            #expect(loudConsumer.doorbellIsSet && !consumer.doorbellIsSet)
+            doorbells.wokeUp()
+        }
+    }
+
     /// On the producer's thread: claims its lane with a first record, then waits for the watch.
     private static func claimLane(_ values: Bot.Histogram, started: borrowing Atomic<Int>) {
         values.record(0)

@@ -29,7 +29,7 @@ struct RecordVerdictTests {
             #expect(problems.count == 3, "\(problems)")
             #expect(problems.allSatisfy { $0.hasPrefix("record 1:") || $0.hasPrefix("record 2:") || $0.hasPrefix("record 3:") })
 
-            var options = CollectorOptions(directory: directory)
+            let options = CollectorOptions(directory: directory)
             let collector = try Collector(options: options, log: CapturedLog().log)
             let snapshot = pass(collector)
             let ring = try #require(snapshot.ring("verdict"))

@@ -55,7 +55,7 @@ struct ThreadListTests {
                 "ringside-sample", "ringside-state", "ringside-otlp", "ringside-traces",
             ]
             #expect(always.isSubset(of: documented), "undocumented: \(always.subtracting(documented).sorted())")
-            let names = try eventually(seconds: 10) { () -> [String]? in
+            let names = eventually(seconds: 10) { () -> [String]? in
                 let names = Self.threadNames(of: collector.pid)
                 return always.isSubset(of: Set(names)) ? names : nil
             }
