@@ -17,8 +17,10 @@ final class Doorbells {
     /// The rings whose doorbells the current sleep set (their consumers keep the words mapped).
     private var armed: [RingConsumer] = []
     /// The watched rings whose producer rings, at most a wait's words, as read at
-    /// `ringersReadNanos` from the watch of `ringersGeneration` (see `DrainTiming.doorbellRingersNanos`).
-    private var ringers: [RingConsumer] = []
+    /// `ringersReadNanos` from the watch of `ringersGeneration` (see `DrainTiming.doorbellRingersNanos`):
+    /// their places in the watch's list, not the consumers, so that a ring the drain lets go of is
+    /// not kept open (its file, and the lock the next collector takes, go with its consumer).
+    private var ringers: [Int] = []
     private var ringersGeneration = -1
     private var ringersReadNanos: UInt64 = 0
     /// The waiter's wakes as last seen, and when the last one came: a doorbell rung at every
@@ -75,9 +77,9 @@ final class Doorbells {
             return .max
         }
         readRingers(watch: watch, nowNanos: now)
-        for consumer in ringers {
-            consumer.armDoorbell()
-            armed.append(consumer)
+        for index in ringers {
+            consumers[index].armDoorbell()
+            armed.append(consumers[index])
         }
         (figures.watchedRings, figures.polledRings) = (armed.count, consumers.count - armed.count)
         guard !armed.isEmpty else { return .max }
@@ -116,13 +118,12 @@ final class Doorbells {
 
     /// Reads which watched rings' producers ring, when the watch changed or
     /// `DrainTiming.doorbellRingersNanos` passed: each ring's word is a load from its header page.
-    /// Only rings the watch holds are kept, so their mappings are open while they are armed.
     private func readRingers(watch: LaneWatch, nowNanos now: UInt64) {
         guard watch.generation != ringersGeneration || now &- ringersReadNanos >= DrainTiming.doorbellRingersNanos else { return }
         ringers.removeAll(keepingCapacity: true)
         // Stop at the most one wait takes.
-        for consumer in watch.watchedConsumers where consumer.ringsDoorbell {
-            ringers.append(consumer)
+        for (index, consumer) in watch.watchedConsumers.enumerated() where consumer.ringsDoorbell {
+            ringers.append(index)
             if ringers.count == DoorbellWaiter.maxWords { break }
         }
         (ringersGeneration, ringersReadNanos) = (watch.generation, now)
