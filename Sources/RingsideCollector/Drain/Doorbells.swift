@@ -77,7 +77,8 @@ final class Doorbells {
             return .max
         }
         readRingers(watch: watch, nowNanos: now)
-        for index in ringers {
+        // Within the list whatever watch is passed (the drain passes its one, as it was read from).
+        for index in ringers where index < consumers.count {
             consumers[index].armDoorbell()
             armed.append(consumers[index])
         }
