@@ -139,15 +139,10 @@ struct DoorbellTests {
     )
     func busyDrainSetsNoDoorbell() throws {
         try withBot("busy", options: .init(laneCapacity: 64)) { directory, bot in
-            let values = try bot.histogram("values")
-            values.record(1)  // the thread's lane
-            let consumer = try RingConsumer("busy", directory: directory)
-            consumer.lookForNewLanes()
-            try consumer.drain { _, _ in }
+            let consumer = try Self.drainedConsumer(of: bot, in: directory)
             let watch = LaneWatch()
             watch.watch([consumer])
-            let doorbells = Doorbells(log: .standardError, wakeDrain: {})
-            doorbells.start()
+            let doorbells = Self.startedDoorbells()
             defer { doorbells.stop() }
             let quiet = DrainTiming.doorbellQuietNanos
             let drainedAt = System.monotonicNanos()
@@ -177,15 +172,10 @@ struct DoorbellTests {
     )
     func ringersReadOnceASecond() throws {
         try withBot("quiet", options: .init(laneCapacity: 64)) { directory, bot in
-            let values = try bot.histogram("values")
-            values.record(1)  // the thread's lane
-            let consumer = try RingConsumer("quiet", directory: directory)
-            consumer.lookForNewLanes()
-            try consumer.drain { _, _ in }
+            let consumer = try Self.drainedConsumer(of: bot, in: directory)
             let watch = LaneWatch()
             watch.watch([consumer])
-            let doorbells = Doorbells(log: .standardError, wakeDrain: {})
-            doorbells.start()
+            let doorbells = Self.startedDoorbells()
             defer { doorbells.stop() }
             let start = System.monotonicNanos()
             func sleep(at now: UInt64) -> (set: Bool, watched: Int?) {
@@ -200,16 +190,29 @@ struct DoorbellTests {
             #expect(sleep(at: start + DrainTiming.doorbellRingersNanos) == (false, 0))
             // A ring that comes changes the watch: the words are read at once, within the second.
             let loud = try Bot.attach("loud", directory: directory.path, options: .init(laneCapacity: 64))
-            try loud.histogram("values").record(1)
-            let loudConsumer = try RingConsumer("loud", directory: directory)
-            loudConsumer.lookForNewLanes()
-            try loudConsumer.drain { _, _ in }
+            let loudConsumer = try Self.drainedConsumer(of: loud, in: directory)
             watch.watch([consumer, loudConsumer])
             #expect(sleep(at: start + DrainTiming.doorbellRingersNanos + 1) == (false, 1))
             _ = doorbells.announceSleep(watch: watch, nowNanos: start + DrainTiming.doorbellRingersNanos + 2, plannedSleepNanos: .max)
             #expect(loudConsumer.doorbellIsSet && !consumer.doorbellIsSet)
             doorbells.wokeUp()
         }
+    }
+
+    /// `bot`'s ring as the drain holds it: its thread's lane claimed by a first record, mapped, drained.
+    private static func drainedConsumer(of bot: Bot, in directory: RingDirectory) throws -> RingConsumer {
+        try bot.histogram("values").record(1)
+        let consumer = try RingConsumer(bot.name, directory: directory)
+        consumer.lookForNewLanes()
+        try consumer.drain { _, _ in }
+        return consumer
+    }
+
+    /// Doorbells whose waiter runs, waking no drain: the caller stops them.
+    private static func startedDoorbells() -> Doorbells {
+        let doorbells = Doorbells(log: .standardError, wakeDrain: {})
+        doorbells.start()
+        return doorbells
     }
 
     /// On the producer's thread: claims its lane with a first record, then waits for the watch.
