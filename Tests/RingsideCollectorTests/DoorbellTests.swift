@@ -13,6 +13,20 @@ import Testing
 /// wakes it, and no wake is lost.
 @Suite("Doorbells")
 struct DoorbellTests {
+    @Test("a bell waiter stops whenever it is stopped: 3,000 starts and stops at once or a moment later, each ended within a second")
+    func waiterStopsWheneverStopped() {
+        var hung = 0
+        for round in 0..<3_000 {
+            let waiter = DoorbellWaiter(wakeDrain: {})
+            waiter.start()
+            if round.isMultiple(of: 2) { waiter.watch([]) }
+            // At once, or once the thread may have reached its wait.
+            if round.isMultiple(of: 3) { sched_yield() }
+            if !waiter.stop(deadlineNanos: System.monotonicNanos() + 1_000_000_000) { hung += 1 }
+        }
+        #expect(hung == 0, "\(hung) of 3,000 waiters did not stop")
+    }
+
     @Test("a record, an increment and a gauge each clear a set doorbell (the producer rang), and say the process rings")
     func everyWriteRings() throws {
         try withBot("rings", options: .init(laneCapacity: 64)) { directory, bot in

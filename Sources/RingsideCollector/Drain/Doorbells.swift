@@ -178,8 +178,10 @@ final class DoorbellWaiter: Sendable {
         _ = thread.start { [self] in run() }
     }
 
-    func stop() {
-        _ = thread.stop(waking: { bump(nil) })
+    /// Stops the thread, waiting for it until `deadlineNanos` (nil: however long); returns whether it ended.
+    @discardableResult
+    func stop(deadlineNanos: UInt64? = nil) -> Bool {
+        thread.stop(waking: { bump(nil) }, deadlineNanos: deadlineNanos)
     }
 
     /// Sleeps on `addresses` (doorbells the drain set) from now, instead of the last list.
@@ -195,8 +197,14 @@ final class DoorbellWaiter: Sendable {
     }
 
     private func run() {
-        while !thread.isStopping {
+        while true {
+            // The generation first, then whether to stop: `stop` marks the thread stopping before
+            // it bumps the word, so a bump this wait does not see ends it (the word changed), and
+            // one it saw comes with the mark. Asked the other way round, a stop between the two
+            // left the thread waiting on the new generation for ever (a collector that did not
+            // stop on SIGTERM, once in a few thousand stops).
             let (addresses, generation) = watched.withLock { ($0.addresses, $0.generation) }
+            if thread.isStopping { return }
             var words = [System.FutexWord(address: word.address, expected: generation, shared: false)]
             words += addresses.map { System.FutexWord(address: $0, expected: 1, shared: true) }
             let outcome = System.futexWait(words, deadlineNanos: nil)
