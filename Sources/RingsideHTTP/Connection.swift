@@ -44,6 +44,8 @@ final class Connection {
     var written = 0
     /// A file sent after `output` (a response's `file`), from `offset` to `end`.
     var fileBody: (file: ResponseFile, offset: Int, end: Int)?
+    /// A body written as it is sent, after `output` (a response's `stream`), in chunks.
+    var streamBody: ResponseStream?
     /// Monotonic milliseconds after which the current phase has taken too long.
     var deadline: Int64
     /// When the connection last became idle: accepted, or done with a response.
@@ -97,7 +99,7 @@ final class Connection {
         Syscall.shutdownWrite(fd)
     }
 
-    /// Writes as much of `output`, then of `fileBody`, as the socket takes, `slice` bytes at most.
+    /// Writes as much of `output`, then of `fileBody` or `streamBody`, as the socket takes, `slice` bytes at most.
     /// Returns true once all of it is sent; closes the connection if the peer is gone (or the
     /// file ended before the length its response announced).
     func flush(slice: Int) -> Bool {
@@ -121,6 +123,17 @@ final class Connection {
                 }
                 output.removeFirst()
                 written = 0
+            }
+            if let stream = streamBody {
+                guard allowed > 0 else { return false }
+                // The next part only once the last is sent: one part held per connection.
+                if let part = stream.nextPart() {
+                    output = [chunkHead(part.count), part, chunkTail]
+                } else {
+                    output = [chunkedEnd]
+                    streamBody = nil  // done: what its parts were written from goes
+                }
+                continue
             }
             guard let body = fileBody else { return true }
             guard body.offset < body.end else {
@@ -173,6 +186,7 @@ final class Connection {
         isClosed = true
         tls = nil  // frees OpenSSL's state now, not when the loop lets go of the connection
         fileBody = nil  // and the file's descriptor
+        streamBody = nil
         output = []
         System.close(fd)
     }

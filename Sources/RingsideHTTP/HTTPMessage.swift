@@ -41,6 +41,8 @@ package struct HTTPResponse: Sendable, Equatable {
     package var bodyParts: [[UInt8]]
     /// A file sent after `bodyParts`, from the file (see `ResponseFile`); nil for none.
     package var file: ResponseFile?
+    /// A body written as it is sent (see `ResponseStream`), after `bodyParts`; nil for none.
+    package var stream: ResponseStream?
     /// Extra headers, e.g. `Cache-Control`. `Content-Length`, `Content-Type` and `Connection`
     /// here are ignored (the server owns framing), and CR or LF in a value becomes a space so a
     /// value built from data can never split the response.
@@ -76,20 +78,27 @@ package struct HTTPResponse: Sendable, Equatable {
         self.init(status: status, contentType: contentType, body: Array(text.utf8), headers: headers)
     }
 
-    /// The body in one piece (joined when it is in parts), `file` aside.
+    /// A response whose body is written as it is sent (see `ResponseStream`).
+    package init(status: Int = 200, contentType: String, stream: ResponseStream, headers: [HTTPHeader] = []) {
+        self.init(status: status, contentType: contentType, bodyParts: [], headers: headers)
+        self.stream = stream
+    }
+
+    /// The body in one piece (joined when it is in parts), `file` and `stream` aside.
     package var body: [UInt8] {
         get { bodyParts.count == 1 ? bodyParts[0] : Array(bodyParts.joined()) }
         set { bodyParts = [newValue] }
     }
 
-    /// The body's length in bytes, the file's included.
+    /// The body's length in bytes, the file's included (a stream's is not known before it is sent).
     package var bodyCount: Int { bodyParts.reduce(0) { $0 + $1.count } + (file?.length ?? 0) }
 
     /// Equal when they would put the same bytes on the wire, however the body is split (a file
-    /// is equal to itself only).
+    /// or a stream is equal to itself only).
     package static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
         lhs.status == rhs.status && lhs.contentType == rhs.contentType && lhs.headers == rhs.headers
             && lhs.bodyCount == rhs.bodyCount && lhs.bodyParts.joined().elementsEqual(rhs.bodyParts.joined()) && lhs.file === rhs.file
+            && lhs.stream === rhs.stream
     }
 
     /// A plain-text 404 naming the path, for routes the handler does not serve.

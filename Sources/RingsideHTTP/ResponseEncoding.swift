@@ -13,14 +13,15 @@ enum ConnectionDisposition {
 /// for `headOnly`). They stay apart so a large body is sent from where it is, never copied.
 ///
 /// `Content-Length` is always the body's length, also for `HEAD`, so a `HEAD` tells the client
-/// what a `GET` would send.
+/// what a `GET` would send; a body written as it is sent (`stream`) goes in chunks instead
+/// (`Transfer-Encoding: chunked`: its parts, then `chunkedEnd`, see `chunkHead`).
 func encodeResponse(
     _ response: HTTPResponse, headOnly: Bool,
     disposition: ConnectionDisposition
 ) -> (head: [UInt8], body: [[UInt8]]) {
     var head = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\n"
     head += "Content-Type: \(headerSafe(response.contentType))\r\n"
-    head += "Content-Length: \(response.bodyCount)\r\n"
+    head += response.stream == nil ? "Content-Length: \(response.bodyCount)\r\n" : "Transfer-Encoding: chunked\r\n"
     for header in response.headers where !isFramingHeader(header.name) {
         head += "\(headerSafe(header.name)): \(headerSafe(header.value))\r\n"
     }
@@ -30,8 +31,16 @@ func encodeResponse(
     case .close: head += "Connection: close\r\n"
     }
     head += "\r\n"
-    return (Array(head.utf8), headOnly ? [] : response.bodyParts.filter { !$0.isEmpty })
+    let parts = headOnly ? [] : response.bodyParts.filter { !$0.isEmpty }
+    // Parts before a stream are chunks too; the stream's chunks follow as it writes them.
+    return (Array(head.utf8), response.stream == nil ? parts : parts.flatMap { [chunkHead($0.count), $0, chunkTail] })
 }
+
+/// What comes before a chunk of `count` bytes (its length in hex), and after each: a CRLF.
+func chunkHead(_ count: Int) -> [UInt8] { Array((String(count, radix: 16) + "\r\n").utf8) }
+let chunkTail: [UInt8] = [13, 10]
+/// The last chunk, and the end of a chunked body (no trailers).
+let chunkedEnd: [UInt8] = Array("0\r\n\r\n".utf8)
 
 /// A small response in one piece, for the one-shot sends of refusals.
 func encodedBytes(_ response: HTTPResponse) -> [UInt8] {

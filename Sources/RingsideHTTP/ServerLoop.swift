@@ -406,6 +406,7 @@ final class ServerLoop {
         let (head, body) = encodeResponse(response, headOnly: headOnly, disposition: disposition)
         connection.output = [head] + body
         connection.fileBody = headOnly ? nil : response.file.map { ($0, 0, $0.length) }
+        connection.streamBody = headOnly ? nil : response.stream
         connection.phase = .writing(closeAfter: disposition == .close)
         connection.deadline = now + limits.writeTimeout.wholeMilliseconds
     }
