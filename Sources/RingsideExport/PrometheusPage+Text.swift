@@ -14,7 +14,7 @@ import Synchronization
 extension PrometheusPage {
     /// One step of writing the page: text as it is (a family's HELP and TYPE, the collector's own
     /// lines), or one part of one series.
-    fileprivate enum Step {
+    enum Step {
         case text([UInt8])
         case series(group: Int, part: Part, position: Int)
         /// The lines of a per-metric family of the collector's for the series at `positions`.
@@ -76,6 +76,22 @@ extension PrometheusPage {
         reusing buffers: inout [TextBuffer], threads: Int, openMetrics: Bool, families range: Range<Int>?, linesPerSlice: Int?,
         finish: @Sendable (TextBuffer) -> Finished
     ) -> (results: [Finished], buffers: [TextBuffer]) {
+        let plan = slicePlan(openMetrics: openMetrics, families: range, threads: threads, linesPerSlice: linesPerSlice)
+        let batch = min(plan.threads, plan.slices.count)
+        while buffers.count < batch { buffers.append(TextBuffer(capacity: 0)) }
+        let used = Array(buffers.prefix(batch))
+        let results = Locked([Finished?](repeating: nil, count: plan.slices.count))
+        let writer = SliceWriter(plan, buffers: used, openMetrics: openMetrics)
+        Turns.run(plan.slices.count, threads: batch) { slice in
+            let finished = finish(writer.write(slice: slice))
+            results.withLock { $0[slice] = finished }
+        }
+        return (results.withLock { $0.map { $0! } }, used)
+    }
+
+    /// What writing the families in `range` in slices takes: the steps, the slices they fall in
+    /// (`threads` of them, or of about `linesPerSlice` lines each), and what every slice reads.
+    func slicePlan(openMetrics: Bool, families range: Range<Int>?, threads: Int, linesPerSlice: Int?) -> SlicePlan {
         let range = range ?? families.indices
         // The collector's own families alone (see `sections`) need no series' labels.
         let labels = SeriesLabels(range.lowerBound < seriesFamilyCount ? snapshot.series : [])
@@ -96,29 +112,19 @@ extension PrometheusPage {
         let total = lines.reduce(0, +)
         let threads = total < Self.linesPerThread ? 1 : threads
         let slices = Self.split(lines, into: linesPerSlice.map { max(threads, (total + $0 - 1) / $0) } ?? threads)
-        let batch = min(threads, slices.count)
-        while buffers.count < batch { buffers.append(TextBuffer(capacity: 0)) }
-        let used = Array(buffers.prefix(batch))
-        let results = Locked([Finished?](repeating: nil, count: slices.count))
-        labels.text.withBytes { labelText in
-            let writer = SliceWriter(
-                steps: steps, slices: slices, lines: lines, bytesPerLine: bytesPerLine, buffers: used, names: groups.map(\.names),
-                shared: shared, series: snapshot.series, labelText: labelText, labelRanges: labels.ranges, openMetrics: openMetrics)
-            Turns.run(slices.count, threads: batch) { slice in
-                let finished = finish(writer.write(slice: slice))
-                results.withLock { $0[slice] = finished }
-            }
-        }
-        return (results.withLock { $0.map { $0! } }, used)
+        return SlicePlan(
+            steps: steps, slices: slices, lines: lines, bytesPerLine: bytesPerLine, totalLines: total, threads: threads,
+            names: groups.map(\.names), shared: shared, series: snapshot.series, labels: labels)
     }
 
     /// Threads a large page is written on, and the lines that are worth a thread.
     static let threads = max(1, min(4, (try? System.sysconf(_SC_NPROCESSORS_ONLN)) ?? 1))
     static let linesPerThread = 20_000
-    /// The most bytes reserved for a slice written in slices of a given number of lines: 250,000
-    /// lines of short labels (some 126 bytes each). Lines of 200-byte labels reserved 75 MB a slice,
-    /// two at once, which passed a 128 MiB budget with the page of the series it admits.
-    static let sliceBytes = 32 << 20
+    /// The most bytes reserved for a slice written in slices of a given number of lines: some
+    /// 66,000 lines of short labels (126 bytes each). Slices of 32 MiB, two being deflated at once,
+    /// took 55 MB beside a gzipped page of 14,000 series of 200-byte labels under a 128 MiB budget,
+    /// which no longer charges the series the plain page's text.
+    static let sliceBytes = 8 << 20
 
     /// The steps of the families in `range`, in page order, and about how many lines each writes.
     private func plan(openMetrics: Bool, families range: Range<Int>) -> (steps: [Step], lines: [Int]) {
@@ -203,56 +209,8 @@ extension PrometheusPage {
     }
 }
 
-/// Writes slices of a page's steps, one slice per thread.
-private struct SliceWriter: @unchecked Sendable {
-    // @unchecked: while the threads run, everything here is only read; each thread writes its
-    // own slice's buffer.
-    let steps: [PrometheusPage.Step]
-    let slices: [Range<Int>]
-    /// About how many lines each step writes, and the bytes reserved a line.
-    let lines: [Int]
-    let bytesPerLine: Int
-    /// A batch's buffers: slice `n` is written into `buffers[n % buffers.count]`.
-    let buffers: [TextBuffer]
-    let names: [PrometheusExporter.FamilyNames]
-    let shared: PrometheusExporter.SharedLabels
-    /// Read in place (`withSeries`): copying a series (its strings and arrays) costs more than its lines.
-    let series: SeriesList
-    let labelText: UnsafeBufferPointer<UInt8>
-    let labelRanges: [Range<Int>]
-    /// OpenMetrics carries exemplars; Prometheus's text format has no place for them.
-    let openMetrics: Bool
-
-    /// Writes slice `slice` into its buffer, emptied first, and returns the buffer.
-    func write(slice: Int) -> TextBuffer {
-        let page = buffers[slice % buffers.count]
-        page.removeAll()
-        page.reserveCapacity(lines[slices[slice]].reduce(0, +) * bytesPerLine)
-        for step in steps[slices[slice]] {
-            switch step {
-            case let .text(text):
-                page.append(bytes: text)
-            case let .series(group, part, position):
-                series.withSeries(at: position) { one in
-                    SeriesLines(page: page, names: names[group], shared: shared, openMetrics: openMetrics)
-                        .write(part, of: one, labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
-                }
-            case let .perMetric(family, positions):
-                for position in positions {
-                    series.withSeries(at: position) { one in
-                        guard let value = family.value(of: one.pointee) else { return }
-                        PrometheusExporter.FixedFamily.appendLine(
-                            to: page, name: family.name, labels: PrometheusExporter.PerMetricFamily.labels(of: one.pointee), value: value)
-                    }
-                }
-            }
-        }
-        return page
-    }
-}
-
 /// Every series' own labels (`ring="...",key="value"`), rendered once into one buffer.
-private struct SeriesLabels {
+struct SeriesLabels {
     let text = TextBuffer(capacity: 64 * 1024)
     var ranges: [Range<Int>] = []
 
@@ -270,7 +228,7 @@ private struct SeriesLabels {
 }
 
 /// The lines of one series, by part.
-private struct SeriesLines {
+struct SeriesLines {
     let page: TextBuffer
     let names: PrometheusExporter.FamilyNames
     let shared: PrometheusExporter.SharedLabels

@@ -325,3 +325,31 @@ struct KeptDropsTests {
         #expect(Self.perMetric(series) == Self.perMetric(renderer.render(snapshot)))
     }
 }
+
+@Suite("/metrics written as it is sent, a part at a time")
+struct TextStreamTests {
+    @Test(
+        "the parts of a page written as it is sent, one after the other, are the page rendered whole, byte for byte",
+        arguments: [ExpositionFormat.text, .openMetrics])
+    func partsMakeThePage(format: ExpositionFormat) {
+        var snapshot = pinnedSnapshot()
+        let one = snapshot.series
+        for bot in 0..<20 {
+            snapshot.series.append(
+                part: one.map { series in
+                    var copy = series
+                    copy.ring = "bot-\(bot)"
+                    return copy
+                })
+        }
+        let page = PrometheusRenderer().render(snapshot, process: PageSectionsTests.process, format: format)
+        let stream = PrometheusTextStream(snapshot, process: PageSectionsTests.process, format: format, linesPerPart: 100)
+        var parts: [[UInt8]] = []
+        while let part = stream.nextPart() { parts.append(part) }
+        #expect(parts.count > 5, "\(parts.count) parts")
+        #expect(parts.allSatisfy { !$0.isEmpty && $0.count < page.count / 4 }, "each part a piece of the page")
+        #expect(Array(parts.joined()) == page)
+        #expect(stream.nextPart() == nil, "done once written")
+        #expect(stream.estimatedBytes >= page.count, "reserved generously: \(stream.estimatedBytes) for \(page.count) bytes")
+    }
+}
