@@ -76,7 +76,7 @@ package final class CollectorEndpoints: Sendable {
                 figures.apply(to: &snapshot)
                 queryFigures.apply(to: &snapshot)
                 return snapshot
-            })
+            }, keptPlainBytes: MetricsPages.keptPlainBytes(budget: options.maxSeriesBytes))
     }
 
     /// Starts the thread that renders the `/metrics` pages scraped ahead of their scrapes (until
@@ -174,7 +174,21 @@ package final class CollectorEndpoints: Sendable {
             case let .taken(query) where !query.rings.isEmpty:
                 let revision = published.revision  // before the snapshot: the page is at least as new
                 parts = [queryFigures.botPages.page(bots: query.rings, variant: variant, revision: revision, source: latestSnapshot)]
-            case .taken: parts = metricsPages.page(for: variant).parts
+            case .taken:
+                // A plain page too large to keep is written as it is sent (chunks: HTTP/1.1 only).
+                if !gzip, request.minorVersion >= 1 {
+                    switch metricsPages.plainPage(format) {
+                    case .kept: break
+                    case let .streamed(stream):
+                        return HTTPResponse(
+                            contentType: format.contentType, stream: stream, headers: [HTTPHeader("Vary", "Accept-Encoding")])
+                    case .tooManyStreams:
+                        return HTTPResponse(
+                            status: 503, text: "\(ResponseStream.maxOpen) large pages are being sent: retry, or ask for gzip\n",
+                            headers: [HTTPHeader("Retry-After", "1")])
+                    }
+                }
+                parts = metricsPages.page(for: variant).parts
             }
             let vary = HTTPHeader("Vary", "Accept-Encoding")
             return HTTPResponse(

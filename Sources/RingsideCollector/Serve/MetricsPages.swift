@@ -2,6 +2,7 @@ import CRingside
 import Dispatch
 import Foundation
 import RingsideExport
+import RingsideHTTP
 import RingsideSnapshot
 import RingsideSystem
 import Synchronization
@@ -179,6 +180,35 @@ package final class MetricsPages: Sendable {
         wakeup.signal()
         waiter.done.wait()
         return waiter.page.withLock { $0 }!
+    }
+
+    /// How a plain page (text or OpenMetrics, not gzipped) is served.
+    package enum PlainPage {
+        /// Small enough to keep: `page(for:)` serves it.
+        case kept
+        /// Too large to keep: written as it is sent, from the latest snapshot.
+        case streamed(ResponseStream)
+        /// Too large to keep, and `ResponseStream.maxOpen` pages are being sent already.
+        case tooManyStreams
+
+        package var isKept: Bool { if case .kept = self { true } else { false } }
+    }
+
+    /// How the latest snapshot's plain page of `format` is served: a page larger than
+    /// `keptPlainBytes` (estimated from its lines) is written a part at a time as it is sent, so
+    /// a person's `curl` of 100,000 series holds a part, not the 440 MB page; the format's
+    /// kept page, if any, is let go and no longer rendered ahead.
+    package func plainPage(_ format: ExpositionFormat) -> PlainPage {
+        guard format != .protobuf else { return .kept }
+        let stream = PrometheusTextStream(source(), process: process(), format: format)
+        guard stream.estimatedBytes > keptPlainBytes else { return .kept }
+        state.withLock { state in
+            state.sentOnly.insert(format)
+            state.kept[format]?.pages[false] = nil
+            state.kept[format]?.series = nil
+        }
+        guard let response = ResponseStream({ stream.nextPart() }) else { return .tooManyStreams }
+        return .streamed(response)
     }
 
     /// Renders made of `variant` so far.
@@ -383,6 +413,11 @@ package final class MetricsPages: Sendable {
     static let gzipLevel: Int32 = 1
 
     /// The largest uncompressed page kept for the next scrape: some 7,000 histogram series of
-    /// short labels (4.4 KB of text each). A larger page is let go once sent.
+    /// short labels (4.4 KB of text each). A larger page is written as it is sent.
     package static let keptPlainBytes = 32 << 20
+
+    /// The largest uncompressed page kept under a budget for series of `budget` bytes: at most a
+    /// sixteenth of it, since the page is not charged to the series (two of them, the one kept and
+    /// the next one rendered, fall within the budget's last quarter with room to spare).
+    package static func keptPlainBytes(budget: Int) -> Int { min(keptPlainBytes, budget / 16) }
 }
