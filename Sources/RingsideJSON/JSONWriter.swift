@@ -6,8 +6,10 @@ package final class JSONWriter {
     package private(set) var bytes: [UInt8] = []
     private var needsComma = false
 
-    package init() {
-        bytes.reserveCapacity(4096)
+    /// - Parameter capacity: the bytes expected: a large document written into room reserved
+    ///   ahead is not copied as it grows (each copy holds it twice for a moment).
+    package init(capacity: Int = 4096) {
+        bytes.reserveCapacity(capacity)
     }
 
     package func object(_ body: () -> Void) {

@@ -4,6 +4,7 @@ import Dispatch
 import Ringside
 @testable import RingsideCollector
 import RingsideExport
+import RingsideHTTP
 import RingsideSnapshot
 import RingsideTestSupport
 import Synchronization
@@ -203,6 +204,35 @@ struct MetricsPagesTests {
             let text = String(decoding: large.page(for: plain).parts.joined(), as: UTF8.self)
             #expect(text.contains("latency_seconds_count{ring=\"large\",n=\"7\"} 2\n"))
             #expect(large.keptBytes < pageBytes / 4)
+        }
+    }
+
+    @Test("a plain page larger than the bound kept is written as it is sent: its parts are the page; a smaller one is kept")
+    func largePlainPageStreamed() throws {
+        try withBot("streamed", options: .init(laneCapacity: 1024)) { directory, bot in
+            let latencies = try (0..<40).map { try bot.histogram("latency", unit: .nanoseconds, labels: ["n": String($0)]) }
+            for latency in latencies { latency.record(1_000) }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            pass(collector)
+            let published = collector.published
+            let large = MetricsPages(published: published, source: { published.snapshot }, process: { fixedProcess }, keptPlainBytes: 4_096)
+            let small = MetricsPages(published: published, source: { published.snapshot }, process: { fixedProcess })
+            for format in [ExpositionFormat.text, .openMetrics] {
+                guard case let .streamed(stream) = large.plainPage(format) else {
+                    Issue.record("a page of 40 series past a bound of 4 KiB, not streamed")
+                    continue
+                }
+                var parts: [[UInt8]] = []
+                while let part = stream.nextPart() { parts.append(part) }
+                let page = PrometheusRenderer().render(published.snapshot, process: fixedProcess, format: format)
+                #expect(Array(parts.joined()) == page, "\(format)")
+                #expect(large.keptBytes == 0, "nothing kept of a streamed page")
+                guard case .kept = small.plainPage(format) else {
+                    Issue.record("a page within the bound, not kept")
+                    continue
+                }
+            }
+            #expect(large.plainPage(.protobuf).isKept, "protobuf is not written as text")
         }
     }
 

@@ -6,15 +6,13 @@ import RingsideAggregation
 ///
 /// Three parts:
 /// - its state: windows, snapshot and the renderers' per-series caches, measured per kind with
-///   the standard windows (`stateBytes`) and scaled by the windows kept;
-/// - its text, which grows with its labels: every line of the Prometheus page repeats them
-///   (53 lines for a histogram with the standard windows), and `/latest` has them once. The
-///   collector may hold a page five times at once (the one uncompressed page `MetricsPages`
-///   keeps, the next one its thread writes in slices and joins, an older one still being sent,
-///   and the render worker's `/latest` or page written meanwhile: charged four times, the peak
-///   passed the budget in the suite's runs), so the text is charged five times; gzipped pages,
-///   kept for each format scraped with gzip, are a twentieth of it and fall within the budget's
-///   last quarter;
+///   the standard windows and one value in them (`standardStateBytes`), scaled by the windows kept;
+/// - its text as the pages that are kept hold it, which grows with its labels: a gzipped page is
+///   about a twentieth of its text (zlib's level 1), kept for each format scraped with gzip (three
+///   at most) and made again beside the one kept; `/latest` has the labels once, kept whole and
+///   made again beside it. A plain `/metrics` page is not charged: a large one is written as it
+///   is sent, a part at a time, and one is kept only up to a sixteenth of the budget
+///   (`MetricsPages.keptPlainBytes(budget:)`), within the budget's last quarter;
 /// - a histogram's counts, which grow with what it records (from nothing to about 1 MiB for a
 ///   busy series, see `WindowedHistogram`): not charged at admission but measured as they grow
 ///   (`BotAggregator.Usage.bytes`), and counted against the budget too.
@@ -29,17 +27,22 @@ struct SeriesCost {
     let quantiles: Int
     let pageBytes: PageBytes
 
-    /// Pages of one kind the collector may hold at once: one kept, one written in slices, one
-    /// joined from them, one still being sent, and one the render worker writes meanwhile.
-    static let pagesHeld = 5
+    /// Of a page's text, the share its gzipped pages hold: three formats (text, OpenMetrics,
+    /// protobuf), each kept and made again beside it, each about a twentieth of the text.
+    static let gzippedShare = (formats: 3 * 2, divisor: 20)
+    /// `/latest`'s text held at its peak, measured: each series' part kept for the next render
+    /// (`LatestRenderer`), the page kept, both again while the next is made, and the heap they
+    /// leave (11,800 series of 200-byte labels, a 10.5 MB page: 50 MB more after two renders).
+    static let latestHeld = 6
 
-    /// A series' state with the standard three windows and nothing recorded, measured with
-    /// 100,000 series of each kind (RssAnon of the collector, less its RssAnon with none).
+    /// A series' state with the standard three windows and one value in them, measured with
+    /// 100,000 series of each kind (`ringside-bench scale --kind K`: RssAnon of the collector
+    /// once they are drained, less its RssAnon with none; 2026-11-29).
     static func standardStateBytes(of kind: MetricKind) -> Int {
         switch kind {
-        case .histogram: 4_000
-        case .counter: 2_300
-        case .gauge: 2_600
+        case .histogram: 1_600
+        case .counter: 1_100
+        case .gauge: 1_100
         }
     }
 
@@ -47,9 +50,9 @@ struct SeriesCost {
     func bytes(of metric: MetricDescriptor) -> Int {
         let windows = layout.windowNanos.count
         let state = Self.standardStateBytes(of: metric.kind) * (windows + 1) / 4
-        let page = pageBytes(metric, ring, windows, quantiles)
+        let gzipped = pageBytes(metric, ring, windows, quantiles) * Self.gzippedShare.formats / Self.gzippedShare.divisor
         // /latest: the labels once, and about 140 bytes of figures per window.
         let json = metric.name.utf8.count + metric.encodedLabels.utf8.count + ring.utf8.count + 60 + 140 * windows
-        return state + Self.pagesHeld * (page + json)
+        return state + gzipped + Self.latestHeld * json
     }
 }
