@@ -73,6 +73,7 @@ package struct BenchCommand: Sendable, Equatable {
           --capacity N      records in the emit rows' rings (default \(BenchSettings().ringCapacity); the library's is \(Bot.Options().laneCapacity))
           --poll DUR        the collector's --poll in the live run and in wake (default 100ms)
           --series N        scale: series registered (default 100000; 1000 to 2000000)
+          --kind KIND       scale: the series' kind: histogram (the default), counter or gauge
           --prometheus      scale: run Debian's prometheus beside the collector, scraping it
 
         soak's options:
@@ -148,6 +149,12 @@ package struct BenchCommand: Sendable, Equatable {
                     "--series \($0): expected a number of series from 1000 to 2000000"
                 }
             case "--prometheus": command.scale.prometheus = true
+            case "--kind":
+                let kind = try value(for: flag)
+                guard ["histogram", "counter", "gauge"].contains(kind) else {
+                    throw UsageError("--kind \(kind): expected histogram, counter or gauge")
+                }
+                command.scale.kind = kind
             case "--workers":
                 command.soak.workers = try parseCount(value(for: flag), in: 0...32) { "--workers \($0): expected 0 to 32 workers" }
                 soakFlags.append(flag)

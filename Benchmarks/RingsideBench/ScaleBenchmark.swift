@@ -10,7 +10,7 @@ import RingsideText
 /// history on), at 100,000 series or a million.
 ///
 /// `ringside-test-producer scale-series` processes (built beside it too) register the series,
-/// in bots of 4,000 histograms with short labels (`symbol=S0001234`), one value each; the
+/// in bots of 4,000 histograms (or `--kind` counters or gauges) with short labels (`symbol=S0001234`), one value each; the
 /// benchmark reads the collector's anonymous memory (RssAnon: its heap, not the bots' files it
 /// maps) with none, once they are drained, at rest (100 s later: every window let its value
 /// go, 75 s, and the heap was trimmed), after scrapes of the variants Prometheus asks for
@@ -21,6 +21,8 @@ import RingsideText
 package enum ScaleBenchmark {
     package struct Settings: Sendable, Equatable {
         package var series = 100_000
+        /// The kind of the series: histogram, counter or gauge.
+        package var kind = "histogram"
         /// Whether to run Prometheus beside the collector.
         package var prometheus = false
 
@@ -29,6 +31,8 @@ package enum ScaleBenchmark {
 
     static let seriesPerBot = 4_000
     static let botsPerProcess = 50
+    /// The most series run at the default `--max-series-bytes`, which keeps them all.
+    static let defaultBudgetSeries = 100_000
     /// The most series scraped without gzip too.
     static let plainTextSeries = 200_000
     /// Scrapes of each gzipped variant after its first, and the time between them.
@@ -47,7 +51,7 @@ package enum ScaleBenchmark {
         let directory = try scratch.subdirectory("scale")
         let collector = try ScaleCollector(directory: directory, series: settings.series, scratch: scratch)
         defer { collector.stop() }
-        var report = ScaleReport(machine: .current(pinned: false), series: settings.series)
+        var report = ScaleReport(machine: .current(pinned: false), series: settings.series, kind: settings.kind)
 
         progress("scale: the collector with no series")
         System.nanosleep(2_000_000_000)
@@ -55,7 +59,7 @@ package enum ScaleBenchmark {
 
         progress("scale: registering \(settings.series) series")
         let started = rs_clock_precise_ns()
-        let (producers, bots) = try registerSeries(settings.series, in: directory, scratch: scratch)
+        let (producers, bots) = try registerSeries(settings.series, kind: settings.kind, in: directory, scratch: scratch)
         defer { for producer in producers { stop(producer, in: scratch) } }
         try collector.waitFor("all \(settings.series) series drained", seconds: 600) { health in
             // A collector of before /health said its series (a baseline) is given 10 s more once drained.
@@ -133,7 +137,7 @@ package enum ScaleBenchmark {
     /// started in a process group the scratch directory owns; returns them once each is ready,
     /// and how many bots they hold.
     static func registerSeries(
-        _ count: Int, in directory: String, scratch: ScratchDirectory
+        _ count: Int, kind: String, in directory: String, scratch: ScratchDirectory
     ) throws(BenchError) -> (producers: [ChildProcess], bots: Int) {
         let perProcess = seriesPerBot * botsPerProcess
         var producers: [ChildProcess] = []
@@ -143,7 +147,7 @@ package enum ScaleBenchmark {
             do {
                 producer = try ChildProcess(
                     testProducer: "scale-series", ring: "scale", in: RingDirectory(directory),
-                    ["--series", String(series), "--metrics", String(seriesPerBot), "--first", String(first)])
+                    ["--series", String(series), "--metrics", String(seriesPerBot), "--first", String(first), "--kind", kind])
             } catch {
                 throw BenchError("starting ringside-test-producer (build it beside ringside-bench: swift build -c release): \(error)")
             }
@@ -198,9 +202,10 @@ final class ScaleCollector {
     init(directory: String, series: Int, scratch: ScratchDirectory) throws(BenchError) {
         self.scratch = scratch
         do {
-            (process, port) = try startCollector([
-                "--dir", directory, "--max-series", String(series + 1_000), "--max-series-bytes", "1024G",
-            ])
+            // The default --max-series-bytes holds the default --max-series (100,000): a run of up
+            // to that many shows it keeps them all; more are given room.
+            let budget = series > ScaleBenchmark.defaultBudgetSeries ? ["--max-series-bytes", "1024G"] : []
+            (process, port) = try startCollector(["--dir", directory, "--max-series", String(series + 1_000)] + budget)
         } catch { throw BenchError("starting ringside-collector (build it beside ringside-bench: swift build -c release): \(error)") }
         ScaleBenchmark.keep(process, in: scratch)
     }
@@ -331,6 +336,7 @@ package struct ScaleReport: Sendable {
 
     package var machine: Machine
     package var series: Int
+    package var kind: String
     /// The collector's RssAnon in KiB: with no series, once they are drained, at rest, after the scrapes.
     var none = 0, drained = 0, atRest = 0, afterScrapes = 0
     /// And after a plain page was scraped too (nil: not scraped, past `plainTextSeries`).
@@ -359,7 +365,9 @@ package struct ScaleReport: Sendable {
         for (name, kib) in states + (afterPlainScrapes.map { [("and plain ones", $0)] } ?? []) {
             table.add([name, bytes(kib), name == "no series" ? "-" : bytes(perSeries(kib))])
         }
-        var text = "ringside-bench scale: \(series) series\nmachine: \(machine.line)\n\n" + table.text
+        let budget =
+            series > ScaleBenchmark.defaultBudgetSeries ? "--max-series-bytes 1024G" : "the default --max-series-bytes, every series kept"
+        var text = "ringside-bench scale: \(series) \(kind) series (\(budget))\nmachine: \(machine.line)\n\n" + table.text
         text +=
             "\ndrained in \(oneDecimal(drainSeconds)) s; peak VmHWM \(bytes(peakKiB)); /health: \(health.count) answers, "
             + "slowest \(oneDecimal(health.max() ?? 0)) ms, \(healthStalled) of them 503 (a drain pass over a second)\n"

@@ -213,10 +213,12 @@ package enum ScrapeBenchmark {
                     + (accept.map { "Accept: \($0)\r\n" } ?? "") + "Connection: close\r\n\r\n")
         } catch { throw BenchError("GET /metrics: \(error)") }
         let fd = client.fd
-        // Reads the head, then counts body bytes until Content-Length of them have come.
+        // Reads the head, then counts body bytes until Content-Length of them have come; a
+        // chunked body (a plain page too large to keep) is read to the end of the connection.
         var head: [UInt8] = []
         var bodyBytes = 0
         var expected: Int?
+        var chunked: [UInt8]?
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while expected.map({ bodyBytes < $0 }) ?? true {
             let received: Int
@@ -226,6 +228,11 @@ package enum ScrapeBenchmark {
                 }.get()
             } catch {
                 throw BenchError("GET /metrics: receiving after \(bodyBytes) body bytes: \(error)")
+            }
+            if chunked != nil {
+                guard received > 0 else { return (Double(rs_clock_precise_ns() - start) / 1e6, try chunkedLength(chunked!)) }
+                chunked! += chunk[..<received]
+                continue
             }
             guard received > 0 else { throw BenchError("the response ended after \(bodyBytes) body bytes") }
             if expected != nil {
@@ -238,6 +245,10 @@ package enum ScrapeBenchmark {
             guard text.hasPrefix("HTTP/1.1 200") else { throw BenchError("GET /metrics: \(text.prefix(80))") }
             let gzipped = text.lowercased().contains("\r\ncontent-encoding: gzip")
             guard gzipped == gzip else { throw BenchError("GET /metrics: asked \(gzip ? "for" : "without") gzip, got \(text)") }
+            if text.lowercased().contains("\r\ntransfer-encoding: chunked") {
+                chunked = Array(head[end.upperBound...])
+                continue
+            }
             let length = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
             guard let length, let value = Int(length.dropFirst(15).trimmingCharacters(in: .whitespaces)) else {
                 throw BenchError("GET /metrics: no Content-Length")
@@ -246,6 +257,20 @@ package enum ScrapeBenchmark {
             bodyBytes = head.count - end.upperBound
         }
         return (Double(rs_clock_precise_ns() - start) / 1e6, bodyBytes)
+    }
+
+    /// The bytes a chunked body carries (its chunks' data), checked to its last chunk.
+    static func chunkedLength(_ body: [UInt8]) throws(BenchError) -> Int {
+        var position = 0
+        var total = 0
+        while let lineEnd = body[position...].firstRange(of: [13, 10]) {
+            guard let size = Int(String(decoding: body[position..<lineEnd.lowerBound], as: UTF8.self), radix: 16) else { break }
+            if size == 0 { return total }
+            total += size
+            position = lineEnd.upperBound + size + 2
+            guard position <= body.count else { break }
+        }
+        throw BenchError("GET /metrics: a chunked body cut short after \(total) bytes")
     }
 }
 

@@ -61,8 +61,9 @@
 //       attaches R rings PREFIX-00 ... (4,096 metrics each), registers M histograms "wide" in each
 //       with labels {series="i", pad="xxx..."} of about B bytes in all, records one value in each,
 //       prints "ready PID", then sleeps until killed.
-//   ringside-test-producer scale-series --dir DIR --ring PREFIX --series N --metrics M --first F
-//       registers N histograms fill_latency{symbol="S0000000"}, the symbols numbered from F, M to
+//   ringside-test-producer scale-series --dir DIR --ring PREFIX --series N --metrics M --first F [--kind K]
+//       registers N histograms fill_latency{symbol="S0000000"} (--kind counter: counters fills_total,
+//       gauge: gauges position), the symbols numbered from F, M to
 //       a bot PREFIX<n> (n = F / M, F / M + 1, ...), records one value in each, prints
 //       "ready PID", then sleeps until killed (ringside-bench scale's series).
 //   ringside-test-producer tasks --dir DIR --ring NAME --tasks T
@@ -232,7 +233,12 @@ if mode == "scale-series" {
         for _ in 0..<min(perBot, total - made) {
             let number = first + made
             let symbol = "S" + String(number + 10_000_000).dropFirst()
-            try bot.histogram("fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]).record(UInt64(1_000 + number % 4_000))
+            switch options["kind"] ?? "histogram" {
+            case "counter": try bot.counter("fills", labels: ["symbol": symbol]).increment(by: UInt64(1 + number % 4))
+            case "gauge": try bot.gauge("position", labels: ["symbol": symbol]).set(Double(number % 4_000))
+            default:
+                try bot.histogram("fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]).record(UInt64(1_000 + number % 4_000))
+            }
             made += 1
         }
         bots.append(bot)
