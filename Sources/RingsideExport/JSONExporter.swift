@@ -173,8 +173,8 @@ package enum JSONExporter {
     static func seriesJSON(_ series: SeriesSnapshot, windows: [String], quantileKeys: [String]) -> [UInt8] {
         let json = JSONWriter()
         writeSeries(series, windows: windows, quantileKeys: quantileKeys, into: json)
-        // Copied to its size: `LatestRenderer` keeps it, and the writer's room (4 KiB, some four
-        // times a series' JSON) held 41 MB beside a 9 MB page of 10,000 series.
+        // Copied to its size: `LatestRenderer` keeps it, and the writer reserves 4 KiB, some four
+        // times a series' JSON.
         return Array(json.bytes[...])
     }
 
