@@ -200,6 +200,9 @@ package final class MetricsPages: Sendable {
     /// kept page, if any, is let go and no longer rendered ahead.
     package func plainPage(_ format: ExpositionFormat) -> PlainPage {
         guard format != .protobuf else { return .kept }
+        // A page kept (it was within the bound when rendered) is served as kept, with no plan made:
+        // one grown past the bound is found so at its next render, and streamed from then on.
+        if state.withLock({ !$0.sentOnly.contains(format) && $0.kept[format]?.pages[false] != nil }) { return .kept }
         let stream = PrometheusTextStream(source(), process: process(), format: format)
         guard stream.estimatedBytes > keptPlainBytes else { return .kept }
         state.withLock { state in
