@@ -128,9 +128,9 @@ final class Connection {
                 guard allowed > 0 else { return false }
                 // The next part only once the last is sent: one part held per connection.
                 if let part = stream.nextPart() {
-                    output = [chunkHead(part.count), part, chunkTail]
+                    output = stream.chunked ? [chunkHead(part.count), part, chunkTail] : [part]
                 } else {
-                    output = [chunkedEnd]
+                    output = stream.chunked ? [chunkedEnd] : []
                     streamBody = nil  // done: what its parts were written from goes
                 }
                 continue

@@ -14,14 +14,19 @@ enum ConnectionDisposition {
 ///
 /// `Content-Length` is always the body's length, also for `HEAD`, so a `HEAD` tells the client
 /// what a `GET` would send; a body written as it is sent (`stream`) goes in chunks instead
-/// (`Transfer-Encoding: chunked`: its parts, then `chunkedEnd`, see `chunkHead`).
+/// (`Transfer-Encoding: chunked`: its parts, then `chunkedEnd`, see `chunkHead`), or to an
+/// HTTP/1.0 client as it is, ended by the connection's close.
 func encodeResponse(
     _ response: HTTPResponse, headOnly: Bool,
     disposition: ConnectionDisposition
 ) -> (head: [UInt8], body: [[UInt8]]) {
     var head = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\n"
     head += "Content-Type: \(headerSafe(response.contentType))\r\n"
-    head += response.stream == nil ? "Content-Length: \(response.bodyCount)\r\n" : "Transfer-Encoding: chunked\r\n"
+    switch response.stream?.chunked {
+    case nil: head += "Content-Length: \(response.bodyCount)\r\n"
+    case true?: head += "Transfer-Encoding: chunked\r\n"
+    case false?: break  // ended by the connection's close (see `startResponse`)
+    }
     for header in response.headers where !isFramingHeader(header.name) {
         head += "\(headerSafe(header.name)): \(headerSafe(header.value))\r\n"
     }
@@ -32,8 +37,8 @@ func encodeResponse(
     }
     head += "\r\n"
     let parts = headOnly ? [] : response.bodyParts.filter { !$0.isEmpty }
-    // Parts before a stream are chunks too; the stream's chunks follow as it writes them.
-    return (Array(head.utf8), response.stream == nil ? parts : parts.flatMap { [chunkHead($0.count), $0, chunkTail] })
+    // Parts before a stream in chunks are chunks too; the stream's chunks follow as it writes them.
+    return (Array(head.utf8), response.stream?.chunked != true ? parts : parts.flatMap { [chunkHead($0.count), $0, chunkTail] })
 }
 
 /// What comes before a chunk of `count` bytes (its length in hex), and after each: a CRLF.

@@ -403,6 +403,8 @@ final class ServerLoop {
     ) {
         var response = response
         if let security { response.headers += security.rules.headers }  // http_server_config.headers
+        // A body that is not chunked and of no announced length ends with the connection.
+        let disposition = response.stream?.chunked == false && !headOnly ? .close : disposition
         let (head, body) = encodeResponse(response, headOnly: headOnly, disposition: disposition)
         connection.output = [head] + body
         connection.fileBody = headOnly ? nil : response.file.map { ($0, 0, $0.length) }

@@ -63,6 +63,38 @@ struct CollectorProcessTests {
         }
     }
 
+    @Test(
+        "a plain page past what is kept is sent as it is written: in chunks over HTTP/1.1, to the close over HTTP/1.0; every series on it, the gzipped page whole"
+    )
+    func plainPageSentAsWritten() throws {
+        try withRingDirectory { directory in
+            // A budget of 1 MiB keeps plain pages of 64 KiB at most: 60 histograms write some 250 KB.
+            let bot = try Bot.attach("paged", directory: directory.path, options: .init(laneCapacity: 1024, maxMetrics: 64))
+            for number in 0..<60 { try bot.histogram("fill_latency", unit: .nanoseconds, labels: ["n": String(number)]).record(1_000) }
+            let (collector, port) = try startCollector(["--dir", directory.path, "--max-series-bytes", "1M", "--poll", "20ms"])
+            defer { collector.kill() }
+            #expect(try eventually { try httpGet(port: port, path: "/metrics").body.contains(#"n="59""#) })
+            for version in ["1.1", "1.0"] {
+                let client = try RawClient(port: port, timeoutSeconds: 30)
+                try client.send("GET /metrics HTTP/\(version)\r\nHost: x\r\n\r\n")
+                let page = try client.readResponse()
+                #expect(page.status == 200)
+                #expect(page.header("Content-Length") == nil, "HTTP/\(version): no length announced")
+                #expect(page.header("Transfer-Encoding") == (version == "1.1" ? "chunked" : nil), "HTTP/\(version)")
+                let text = String(decoding: page.body, as: UTF8.self)
+                #expect(text.count > 64 * 1024, "HTTP/\(version): \(text.count) bytes")
+                for number in 0..<60 { #expect(text.contains(#"fill_latency_seconds_count{ring="paged",n="\#(number)"} 1"#)) }
+                #expect(text.hasSuffix("\n") && text.contains("ringside_collector_series_bytes_limit 1048576\n"))
+            }
+            let client = try RawClient(port: port, timeoutSeconds: 30)
+            try client.send("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+            let gzipped = try client.readResponse()
+            #expect(
+                gzipped.status == 200 && gzipped.header("Content-Length") == String(gzipped.body.count), "gzipped: whole, its length said")
+            _ = bot
+        }
+    }
+
     @Test("a producer stopped with SIGSTOP shows as producer_stopped, exported and logged; live again after SIGCONT")
     func stoppedProducer() throws {
         try withRingDirectory { directory in

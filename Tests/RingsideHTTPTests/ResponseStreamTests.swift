@@ -82,6 +82,28 @@ struct ResponseStreamTests {
         }
     }
 
+    @Test("to an HTTP/1.0 client the body goes as it is, with no length, and the connection closes after it")
+    func http10EndsWithTheConnection() throws {
+        let handler: @Sendable (HTTPRequest) -> HTTPResponse = { request in
+            let next = Atomic<Int>(0)
+            let stream = ResponseStream(minorVersion: request.minorVersion) {
+                let number = next.add(1, ordering: .relaxed).oldValue
+                return number < Self.parts ? Self.part(number) : nil
+            }
+            return HTTPResponse(contentType: "application/octet-stream", stream: stream!)
+        }
+        try withServer(handler: handler) { server in
+            for keepAlive in ["", "Connection: keep-alive\r\n"] {
+                let client = try RawClient(port: server.boundPort)
+                try client.send("GET /stream HTTP/1.0\r\n\(keepAlive)\r\n")
+                let got = try client.readResponse()  // no length, not chunked: read to the close
+                #expect(got.status == 200 && got.body == Self.body, "\(keepAlive)")
+                #expect(got.header("Transfer-Encoding") == nil && got.header("Content-Length") == nil)
+                #expect(got.header("Connection") == "close", "asked for keep-alive or not, the close ends the body")
+            }
+        }
+    }
+
     @Test("at most maxOpen streams at once in the process")
     func openAtMost() {
         var held: [ResponseStream] = []

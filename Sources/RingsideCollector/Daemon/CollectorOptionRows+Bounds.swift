@@ -43,8 +43,8 @@ extension CollectorOption {
                 ["--max-series-bytes"], .value("N"),
                 help: [
                     "memory the series may take in all (default 1G; K, M, G suffixes):",
-                    "each is charged its windows, its counts and its lines on the",
-                    "pages; metrics registered past it are refused like those past",
+                    "each is charged its state, its counts and its share of the pages",
+                    "kept; metrics registered past it are refused like those past",
                     "--max-series (docs/operations.md has the figures)",
                 ], startOnly: [.init("--max-series*", \.maxSeriesBytes)]
             ) { reading, value throws(UsageError) in

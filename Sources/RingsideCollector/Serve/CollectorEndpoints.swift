@@ -175,9 +175,9 @@ package final class CollectorEndpoints: Sendable {
                 let revision = published.revision  // before the snapshot: the page is at least as new
                 parts = [queryFigures.botPages.page(bots: query.rings, variant: variant, revision: revision, source: latestSnapshot)]
             case .taken:
-                // A plain page too large to keep is written as it is sent (chunks: HTTP/1.1 only).
-                if !gzip, request.minorVersion >= 1 {
-                    switch metricsPages.plainPage(format) {
+                // A plain page too large to keep is written as it is sent.
+                if !gzip {
+                    switch metricsPages.plainPage(format, minorVersion: request.minorVersion) {
                     case .kept: break
                     case let .streamed(stream):
                         return HTTPResponse(

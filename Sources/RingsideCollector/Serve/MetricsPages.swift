@@ -198,7 +198,7 @@ package final class MetricsPages: Sendable {
     /// `keptPlainBytes` (estimated from its lines) is written a part at a time as it is sent, so
     /// a person's `curl` of 100,000 series holds a part, not the 440 MB page; the format's
     /// kept page, if any, is let go and no longer rendered ahead.
-    package func plainPage(_ format: ExpositionFormat) -> PlainPage {
+    package func plainPage(_ format: ExpositionFormat, minorVersion: Int = 1) -> PlainPage {
         guard format != .protobuf else { return .kept }
         // A page kept (it was within the bound when rendered) is served as kept, with no plan made:
         // one grown past the bound is found so at its next render, and streamed from then on.
@@ -210,7 +210,7 @@ package final class MetricsPages: Sendable {
             state.kept[format]?.pages[false] = nil
             state.kept[format]?.series = nil
         }
-        guard let response = ResponseStream({ stream.nextPart() }) else { return .tooManyStreams }
+        guard let response = ResponseStream(minorVersion: minorVersion, { stream.nextPart() }) else { return .tooManyStreams }
         return .streamed(response)
     }
 
