@@ -200,18 +200,21 @@ package final class MetricsPages: Sendable {
     /// kept page, if any, is let go and no longer rendered ahead.
     package func plainPage(_ format: ExpositionFormat, minorVersion: Int = 1) -> PlainPage {
         guard format != .protobuf else { return .kept }
-        // A page kept (it was within the bound when rendered) is served as kept, with no plan made:
-        // one grown past the bound is found so at its next render, and streamed from then on.
-        if state.withLock({ !$0.sentOnly.contains(format) && $0.kept[format]?.pages[false] != nil }) { return .kept }
         let stream = PrometheusTextStream(source(), process: process(), format: format)
         guard stream.estimatedBytes > keptPlainBytes else { return .kept }
+        sendOnly(format)
+        guard let response = ResponseStream(minorVersion: minorVersion, { stream.nextPart() }) else { return .tooManyStreams }
+        return .streamed(response)
+    }
+
+    /// Marks `format`'s plain page too large to keep: its kept page is let go, and it is no
+    /// longer rendered ahead.
+    private func sendOnly(_ format: ExpositionFormat) {
         state.withLock { state in
             state.sentOnly.insert(format)
             state.kept[format]?.pages[false] = nil
             state.kept[format]?.series = nil
         }
-        guard let response = ResponseStream(minorVersion: minorVersion, { stream.nextPart() }) else { return .tooManyStreams }
-        return .streamed(response)
     }
 
     /// Renders made of `variant` so far.
@@ -337,10 +340,20 @@ package final class MetricsPages: Sendable {
         let key = SeriesContentKey(snapshot)
         var result: [Variant: Page] = [:]
         for format in ExpositionFormat.allCases where variants.contains(where: { $0.format == format }) {
-            let (wanted, kept) = state.withLock { state -> (Set<Bool>, Kept) in
+            var (wanted, kept) = state.withLock { state -> (Set<Bool>, Kept) in
                 var wanted = Set(variants.filter { $0.format == format }.map(\.gzip))
                 for gzip in [true, false] where state.isRenderedAhead(Variant(format, gzip: gzip), nowNanos: now) { wanted.insert(gzip) }
                 return (wanted, state.kept[format] ?? Kept())
+            }
+            // A plain page rendered ahead that grew past the bound is not rendered whole (the
+            // next scrape writes it as it is sent): 115 MB at once passed a 128 MiB budget.
+            if wanted.contains(false), !variants.contains(Variant(format, gzip: false)), format != .protobuf,
+                PrometheusTextStream(snapshot, process: process, format: format).estimatedBytes > keptPlainBytes
+            {
+                wanted.remove(false)
+                sendOnly(format)
+                (kept.series, kept.pages[false]) = (nil, nil)
+                if wanted.isEmpty { continue }
             }
             var rendered = render(
                 format, of: snapshot, process: process, key: key, revision: revision, wanted: wanted, kept: kept, threads: threads)
