@@ -200,11 +200,26 @@ package final class MetricsPages: Sendable {
     /// kept page, if any, is let go and no longer rendered ahead.
     package func plainPage(_ format: ExpositionFormat, minorVersion: Int = 1) -> PlainPage {
         guard format != .protobuf else { return .kept }
-        let stream = PrometheusTextStream(source(), process: process(), format: format)
+        let snapshot = source()
+        // Estimated first from the series alone: most pages are small, and a plan costs a render's
+        // first steps (a scrape polled every few milliseconds paid them each time).
+        guard Self.plainBytes(of: snapshot) > keptPlainBytes else { return .kept }
+        let stream = PrometheusTextStream(snapshot, process: process(), format: format)
         guard stream.estimatedBytes > keptPlainBytes else { return .kept }
         sendOnly(format)
         guard let response = ResponseStream(minorVersion: minorVersion, { stream.nextPart() }) else { return .tooManyStreams }
         return .streamed(response)
+    }
+
+    /// About the bytes of the series' lines on a plain page of `snapshot` (`PrometheusExporter.pageBytes`).
+    static func plainBytes(of snapshot: Snapshot) -> Int {
+        let windows = snapshot.windowNanos.count, quantiles = snapshot.quantiles.count
+        var bytes = 0
+        snapshot.series.forEachInPlace { _, series in
+            bytes += PrometheusExporter.pageBytes(
+                of: series.pointee.metric, ring: series.pointee.ring, windows: windows, quantiles: quantiles)
+        }
+        return bytes
     }
 
     /// Marks `format`'s plain page too large to keep: its kept page is let go, and it is no
@@ -348,6 +363,7 @@ package final class MetricsPages: Sendable {
             // A plain page rendered ahead that grew past the bound is not rendered whole (the
             // next scrape writes it as it is sent): 115 MB at once passed a 128 MiB budget.
             if wanted.contains(false), !variants.contains(Variant(format, gzip: false)), format != .protobuf,
+                Self.plainBytes(of: snapshot) > keptPlainBytes,
                 PrometheusTextStream(snapshot, process: process, format: format).estimatedBytes > keptPlainBytes
             {
                 wanted.remove(false)
