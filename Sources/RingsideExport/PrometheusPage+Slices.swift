@@ -12,7 +12,6 @@ struct SlicePlan: @unchecked Sendable {
     /// About how many lines each step writes, and the bytes reserved a line.
     let lines: [Int]
     let bytesPerLine: Int
-    let totalLines: Int
     /// Slices written at once.
     let threads: Int
     let names: [PrometheusExporter.FamilyNames]
@@ -20,9 +19,6 @@ struct SlicePlan: @unchecked Sendable {
     /// Read in place (`withSeries`): copying a series (its strings and arrays) costs more than its lines.
     let series: SeriesList
     let labels: SeriesLabels
-
-    /// About the bytes of the text, reserved generously (see `bytesPerLine`).
-    var estimatedBytes: Int { totalLines * bytesPerLine }
 }
 
 /// Writes slices of a page's steps, one slice per thread.

@@ -113,7 +113,7 @@ extension PrometheusPage {
         let threads = total < Self.linesPerThread ? 1 : threads
         let slices = Self.split(lines, into: linesPerSlice.map { max(threads, (total + $0 - 1) / $0) } ?? threads)
         return SlicePlan(
-            steps: steps, slices: slices, lines: lines, bytesPerLine: bytesPerLine, totalLines: total, threads: threads,
+            steps: steps, slices: slices, lines: lines, bytesPerLine: bytesPerLine, threads: threads,
             names: groups.map(\.names), shared: shared, series: snapshot.series, labels: labels)
     }
 

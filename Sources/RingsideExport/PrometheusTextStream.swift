@@ -11,9 +11,6 @@ package final class PrometheusTextStream: Sendable {
     /// The next part to write; taken under the lock, so parts come in order whoever asks.
     private let next = Locked(0)
 
-    /// About the page's bytes, reserved generously: what it would take whole.
-    package let estimatedBytes: Int
-
     /// Lines in a part: about 1 MB of short labels (some 85 bytes a line), written in a few
     /// milliseconds, so the thread that sends it serves its other clients in between.
     package static let linesPerPart = 12_000
@@ -24,7 +21,6 @@ package final class PrometheusTextStream: Sendable {
         let page = PrometheusPage(snapshot, process: process, openMetrics: format == .openMetrics)
         let plan = page.slicePlan(openMetrics: format == .openMetrics, families: nil, threads: 1, linesPerSlice: linesPerPart)
         writer = SliceWriter(plan, buffers: [TextBuffer(capacity: 0)], openMetrics: format == .openMetrics)
-        estimatedBytes = plan.estimatedBytes
     }
 
     /// The next part of the page; nil once the page is written.

@@ -37,7 +37,4 @@ package final class ResponseStream: Sendable {
         }
         return nil
     }
-
-    /// Streams open for responses now.
-    package static var open: Int { openCount.load(ordering: .relaxed) }
 }

@@ -226,6 +226,9 @@ struct MetricsPagesTests {
                 while let part = stream.nextPart() { parts.append(part) }
                 let page = PrometheusRenderer().render(published.snapshot, process: fixedProcess, format: format)
                 #expect(Array(parts.joined()) == page, "\(format)")
+                // The estimate that decides: the series' lines, within the page that holds them and the collector's own.
+                let estimate = MetricsPages.plainBytes(of: published.snapshot)
+                #expect(estimate <= page.count && estimate >= page.count / 2, "\(estimate) estimated for \(page.count) bytes")
                 #expect(large.keptBytes == 0, "nothing kept of a streamed page")
                 guard case .kept = small.plainPage(format) else {
                     Issue.record("a page within the bound, not kept")

@@ -203,6 +203,21 @@ struct PageSectionsTests {
         cpuSeconds: 1.5, residentMemoryBytes: 4_096, virtualMemoryBytes: 8_192, openFDs: 9, maxFDs: 1_024,
         startTimeSeconds: 1_700_000_000)
 
+    /// The pinned snapshot's series again for 20 more bots, a part a bot, as the collector's snapshots hold them.
+    static func manyBots() -> Snapshot {
+        var snapshot = pinnedSnapshot()
+        let one = snapshot.series
+        for bot in 0..<20 {
+            snapshot.series.append(
+                part: one.map { series in
+                    var copy = series
+                    copy.ring = "bot-\(bot)"
+                    return copy
+                })
+        }
+        return snapshot
+    }
+
     @Test(
         "the series' section then the collector's own are the page, byte for byte, in every format",
         arguments: [ExpositionFormat.text, .openMetrics, .protobuf])
@@ -232,17 +247,7 @@ struct PageSectionsTests {
     func deflatedSectionsMakeThePage(format: ExpositionFormat) throws {
         // Bots enough that the series' text is written and deflated in several slices, and a
         // protobuf family's metrics in several pieces (10 series a piece), after its head.
-        var snapshot = pinnedSnapshot()
-        let one = snapshot.series
-        for bot in 0..<20 {
-            // A part a bot, as the collector's snapshots hold them.
-            snapshot.series.append(
-                part: one.map { series in
-                    var copy = series
-                    copy.ring = "bot-\(bot)"
-                    return copy
-                })
-        }
+        let snapshot = Self.manyBots()
         let renderer = PrometheusRenderer(linesPerPiece: 100)
         let page = renderer.render(snapshot, process: Self.process, format: format)
         for threads in [1, 2] {
@@ -332,16 +337,7 @@ struct TextStreamTests {
         "the parts of a page written as it is sent, one after the other, are the page rendered whole, byte for byte",
         arguments: [ExpositionFormat.text, .openMetrics])
     func partsMakeThePage(format: ExpositionFormat) {
-        var snapshot = pinnedSnapshot()
-        let one = snapshot.series
-        for bot in 0..<20 {
-            snapshot.series.append(
-                part: one.map { series in
-                    var copy = series
-                    copy.ring = "bot-\(bot)"
-                    return copy
-                })
-        }
+        let snapshot = PageSectionsTests.manyBots()
         let page = PrometheusRenderer().render(snapshot, process: PageSectionsTests.process, format: format)
         let stream = PrometheusTextStream(snapshot, process: PageSectionsTests.process, format: format, linesPerPart: 100)
         var parts: [[UInt8]] = []
@@ -350,6 +346,5 @@ struct TextStreamTests {
         #expect(parts.allSatisfy { !$0.isEmpty && $0.count < page.count / 4 }, "each part a piece of the page")
         #expect(Array(parts.joined()) == page)
         #expect(stream.nextPart() == nil, "done once written")
-        #expect(stream.estimatedBytes >= page.count, "reserved generously: \(stream.estimatedBytes) for \(page.count) bytes")
     }
 }

@@ -9,8 +9,8 @@ import RingsideAggregation
 ///   the standard windows and one value in them (`standardStateBytes`), scaled by the windows kept;
 /// - its text as the pages that are kept hold it, which grows with its labels: a gzipped page is
 ///   about a twentieth of its text (zlib's level 1), kept for each format scraped with gzip (three
-///   at most) and made again beside the one kept; `/latest` has the labels once, kept whole and
-///   made again beside it. A plain `/metrics` page is not charged: a large one is written as it
+///   at most) and made again beside the one kept; `/latest` has the labels once, and what it holds
+///   was measured (`latestHeld`). A plain `/metrics` page is not charged: a large one is written as it
 ///   is sent, a part at a time, and one is kept only up to a sixteenth of the budget
 ///   (`MetricsPages.keptPlainBytes(budget:)`), within the budget's last quarter;
 /// - a histogram's counts, which grow with what it records (from nothing to about 1 MiB for a

@@ -195,23 +195,23 @@ package final class MetricsPages: Sendable {
     }
 
     /// How the latest snapshot's plain page of `format` is served: a page larger than
-    /// `keptPlainBytes` (estimated from its lines) is written a part at a time as it is sent, so
+    /// `keptPlainBytes` (estimated by `plainBytes(of:)`) is written a part at a time as it is sent, so
     /// a person's `curl` of 100,000 series holds a part, not the 440 MB page; the format's
     /// kept page, if any, is let go and no longer rendered ahead.
     package func plainPage(_ format: ExpositionFormat, minorVersion: Int = 1) -> PlainPage {
         guard format != .protobuf else { return .kept }
         let snapshot = source()
-        // Estimated first from the series alone: most pages are small, and a plan costs a render's
-        // first steps (a scrape polled every few milliseconds paid them each time).
+        // Estimated from the series alone: most pages are small, and a plan costs a render's
+        // first steps (a scrape polled every few milliseconds would pay them each time).
         guard Self.plainBytes(of: snapshot) > keptPlainBytes else { return .kept }
         let stream = PrometheusTextStream(snapshot, process: process(), format: format)
-        guard stream.estimatedBytes > keptPlainBytes else { return .kept }
         sendOnly(format)
         guard let response = ResponseStream(minorVersion: minorVersion, { stream.nextPart() }) else { return .tooManyStreams }
         return .streamed(response)
     }
 
-    /// About the bytes of the series' lines on a plain page of `snapshot` (`PrometheusExporter.pageBytes`).
+    /// About the bytes of the series' lines on a plain page of `snapshot`, as `SeriesCost` reckons
+    /// them (`PrometheusExporter.pageBytes`).
     static func plainBytes(of snapshot: Snapshot) -> Int {
         let windows = snapshot.windowNanos.count, quantiles = snapshot.quantiles.count
         var bytes = 0
@@ -363,8 +363,7 @@ package final class MetricsPages: Sendable {
             // A plain page rendered ahead that grew past the bound is not rendered whole (the
             // next scrape writes it as it is sent): 115 MB at once passed a 128 MiB budget.
             if wanted.contains(false), !variants.contains(Variant(format, gzip: false)), format != .protobuf,
-                Self.plainBytes(of: snapshot) > keptPlainBytes,
-                PrometheusTextStream(snapshot, process: process, format: format).estimatedBytes > keptPlainBytes
+                Self.plainBytes(of: snapshot) > keptPlainBytes
             {
                 wanted.remove(false)
                 sendOnly(format)
