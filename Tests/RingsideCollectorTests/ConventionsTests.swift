@@ -162,7 +162,7 @@ struct ConventionsTests {
             pass(collector)
             #expect(get("/-/ready").status == 200 && text(get("/-/ready")) == "Ready\n")
             #expect(get("/health").status == 200)
-            usleep(1_500_000)  // no pass for longer than the 1 s stall bound: the loop has stalled
+            usleep(2_500_000)  // no pass for longer than the 2 s stall bound: the loop has stalled
             #expect(get("/-/ready").status == 503 && get("/health").status == 503)
             #expect(text(get("/-/ready")).contains("last pass was"))
             #expect(get("/-/healthy").status == 200, "liveness does not depend on the drain loop")

@@ -112,36 +112,16 @@ struct DoorbellTests {
     func recordsAtRandomMomentsAreAllSeen() throws {
         try withBot("random", options: .init(laneCapacity: 1 << 12)) { directory, bot in
             let values = try bot.histogram("values")
-            let started = Atomic<Int>(0)
             let consumer = try RingConsumer("random", directory: directory)
-            let watch = LaneWatch()
             let rung = DispatchSemaphore(value: 0)
             let doorbells = Doorbells(log: .standardError, wakeDrain: { rung.signal() })
             doorbells.start()
             defer { doorbells.stop() }
-            let records = 5_000
-            let drainedRecords = Atomic<Int>(0)
-            let finished = Atomic<Bool>(false)
-            let producer = Thread {
-                var generator = SystemRandomNumberGenerator()
-                Self.claimLane(values, started: started)
-                for value in 1...records {
-                    // A random moment after the last record was drained: the drain may be draining,
-                    // looking, announcing, or asleep.
-                    let until = System.monotonicNanos() + UInt64.random(in: 0..<300_000, using: &generator)
-                    while System.monotonicNanos() < until {}
-                    values.record(UInt64(value))
-                    // One record at a time: a record the drain missed is not rescued by the next one's ring.
-                    while drainedRecords.load(ordering: .acquiring) < value { if finished.load(ordering: .relaxed) { return } }
-                }
-            }
-            producer.start()
-            let first = try Self.watchOnceClaimed(consumer, watch, started: started)
-            let drained = try Self.drainSleepingOnTheDoorbell(
-                consumer, watch, doorbells, rung: rung, from: first, until: records + 1, drainedCalls: drainedRecords
-            ).records
-            finished.store(true, ordering: .relaxed)
-            #expect(drained == records + 1)
+            // Up to 300 µs after the last record was drained: the drain may be draining, looking,
+            // announcing, or asleep.
+            let drained = try Self.drainRandomlyTimed(
+                5_000, into: values, maxDelayNanos: 300_000, consumer: consumer, doorbells, rung: rung)
+            #expect(drained == 5_000 + 1)
             let figures = doorbells.figures
             #expect(figures.wakes > 0)
             print("doorbell: \(figures.sleeps) sleeps, \(figures.wakes) woken by a ring, \(figures.caughtByLook) not begun")
@@ -213,6 +193,47 @@ struct DoorbellTests {
         }
     }
 
+    /// 150 bots of other processes, then this one's: the first 127 rings go to one waiter, the rest
+    /// to a second, started for them; this bot's records ring the second.
+    @Test(
+        "past the 127 rings one waiter watches, a second is started: 151 ringing bots all watched, none polled, and a record in the last wakes the drain, 200 times"
+    )
+    func manyRingsAllWatched() throws {
+        try withRingDirectory { directory in
+            var holders: [ChildProcess] = []
+            defer {
+                for holder in holders {
+                    holder.send(SIGKILL)
+                    holder.waitForExit()
+                }
+            }
+            // A process holds at most 64 bots: three of 50 bots of one series each.
+            for first in stride(from: 0, to: 150, by: 50) {
+                let holder = try ChildProcess(
+                    testProducer: "scale-series", ring: "many", in: directory,
+                    ["--series", "50", "--metrics", "1", "--first", String(first)])
+                holders.append(holder)
+                let ready = holder.readLine()
+                try #require(ready?.hasPrefix("ready") == true, "\(ready ?? "no line"): \(holder.waitForExit().standardError)")
+            }
+            let bot = try Bot.attach("zlast", directory: directory.path, options: .init(laneCapacity: 1 << 10))
+            let values = try bot.histogram("values")
+            let others = try (0..<150).map { try RingConsumer("many\($0)", directory: directory) }
+            let consumer = try RingConsumer("zlast", directory: directory)
+            let rung = DispatchSemaphore(value: 0)
+            let doorbells = Doorbells(log: .standardError, wakeDrain: { rung.signal() })
+            doorbells.start()
+            defer { doorbells.stop() }
+            // This bot's ring last in the watch: past the first waiter's 127.
+            let drained = try Self.drainRandomlyTimed(
+                200, into: values, maxDelayNanos: 2_000_000, consumer: consumer, others: others, doorbells, rung: rung)
+            #expect(drained == 200 + 1)
+            #expect(doorbells.figures.watchedRings == 151 && doorbells.figures.polledRings == 0)
+            #expect(doorbells.everyRingWatched)
+            #expect(doorbells.figures.wakes > 0)
+        }
+    }
+
     /// `bot`'s ring as the drain holds it: its thread's lane claimed by a first record, mapped, drained.
     private static func drainedConsumer(of bot: Bot, in directory: RingDirectory) throws -> RingConsumer {
         try bot.histogram("values").record(1)
@@ -238,14 +259,51 @@ struct DoorbellTests {
 
     /// Once the producer's thread has its lane: maps it, drains the first record, and watches the
     /// lane (as a pass would after inotify said the file grew). Returns the records drained (1).
-    private static func watchOnceClaimed(_ consumer: RingConsumer, _ watch: LaneWatch, started: borrowing Atomic<Int>) throws -> Int {
+    private static func watchOnceClaimed(
+        _ consumer: RingConsumer, _ watch: LaneWatch, others: [RingConsumer] = [], started: borrowing Atomic<Int>
+    ) throws -> Int {
         while started.load(ordering: .acquiring) != 1 {}
+        for ring in others {
+            ring.lookForNewLanes()
+            try ring.drain { _, _ in }
+        }
         consumer.lookForNewLanes()
         var drained = 0
         try consumer.drain { batch, _ in drained += batch.count }
-        watch.watch([consumer])
+        watch.watch(others + [consumer])
         started.store(2, ordering: .releasing)
         return drained
+    }
+
+    /// Writes `records` records into `values` on a thread of its own, one at a time, each at a
+    /// random moment up to `maxDelayNanos` after the last was drained (a record the drain missed is
+    /// not rescued by the next one's ring), while the drain sleeps on the doorbell alone, watching
+    /// `others` and then `consumer`, `values`' ring. Returns the records drained, the first
+    /// (the thread's lane claimed) included.
+    private static func drainRandomlyTimed(
+        _ records: Int, into values: Bot.Histogram, maxDelayNanos: UInt64, consumer: RingConsumer, others: [RingConsumer] = [],
+        _ doorbells: Doorbells, rung: DispatchSemaphore
+    ) throws -> Int {
+        let started = Atomic<Int>(0)
+        let drainedRecords = Atomic<Int>(0)
+        let finished = Atomic<Bool>(false)
+        let producer = Thread {
+            var generator = SystemRandomNumberGenerator()
+            Self.claimLane(values, started: started)
+            for value in 1...records {
+                let until = System.monotonicNanos() + UInt64.random(in: 0..<maxDelayNanos, using: &generator)
+                while System.monotonicNanos() < until {}
+                values.record(UInt64(value))
+                while drainedRecords.load(ordering: .acquiring) < value { if finished.load(ordering: .relaxed) { return } }
+            }
+        }
+        producer.start()
+        defer { finished.store(true, ordering: .relaxed) }
+        let watch = LaneWatch()
+        let first = try Self.watchOnceClaimed(consumer, watch, others: others, started: started)
+        return try Self.drainSleepingOnTheDoorbell(
+            consumer, watch, doorbells, rung: rung, from: first, until: records + 1, drainedCalls: drainedRecords
+        ).records
     }
 
     /// The drain's loop, sleeping on the doorbell alone: marks the lanes moved, drains, and when
@@ -257,8 +315,8 @@ struct DoorbellTests {
         until wanted: Int, drainedCalls: borrowing Atomic<Int>
     ) throws -> (records: Int, caught: Int, woken: Int) {
         var (drained, caught, woken) = (first, 0, 0)
-        var moved = [false]
-        var counted = [false]
+        var moved = Array(repeating: false, count: watch.watchedConsumers.count)
+        var counted = moved
         while drained < wanted {
             let before = drained
             // As a pass does: mark the lanes moved, then drain.

@@ -138,7 +138,7 @@ struct ExporterTests {
             }
             let start = rs_clock_precise_ns()
             collector.runPass(nowNanos: start, forcePublish: true)
-            usleep(1_300_000)  // longer than the 1 s stall bound
+            usleep(2_300_000)  // longer than the 2 s stall bound
             // A pass at the same (stepped) time: nothing is due, so nothing is published.
             let generation = collector.snapshot.generation
             collector.runPass(nowNanos: start)

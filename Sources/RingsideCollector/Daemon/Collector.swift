@@ -190,11 +190,14 @@ package final class Collector: @unchecked Sendable {
                     continue
                 }
                 let lanesPace = scheduler.sleepNanos()
-                let planned = sleepNanos(nowNanos: now, lanesPaceNanos: lanesPace)
+                let asked = partsSleepNanos(nowNanos: now, lanesPaceNanos: lanesPace)
+                let planned = min(asked, options.pollNanos)
                 if let most = doorbells.announceSleep(
                     watch: scheduler.laneWatch, nowNanos: now, plannedSleepNanos: planned, lanesPaceNanos: lanesPace)
                 {
-                    let sleep = min(planned, most)
+                    // Every ring watched: none waits for the poll, so the drain sleeps longer.
+                    let longest = doorbells.everyRingWatched ? max(options.pollNanos, DrainTiming.watchedSleepNanos) : options.pollNanos
+                    let sleep = min(asked, longest, most)
                     _ = tracker.wakeup.wait(timeoutNanos: sleep, holds: tracker.holds(name:))
                     doorbells.wokeUp()
                 }
@@ -224,13 +227,13 @@ package final class Collector: @unchecked Sendable {
         scheduler.followRings()  // the watch lets go of the rings too (it holds their consumers)
     }
 
-    /// How long the drain thread may sleep: a poll, or less when a part asks: the scheduler
-    /// before the fastest-filling lane can fill (or not at all, rings not reached), the tracker
-    /// while a bot was just attached, the publisher when a snapshot is due or half built.
-    /// `lanesPaceNanos` is the scheduler's.
-    private func sleepNanos(nowNanos now: UInt64, lanesPaceNanos: UInt64) -> UInt64 {
+    /// How long the drain thread may sleep as its parts ask (the poll, or the doorbells, bound it
+    /// too): the scheduler before the fastest-filling lane can fill (or not at all, rings not
+    /// reached), the tracker while a bot was just attached, the publisher when a snapshot is due
+    /// or half built. `lanesPaceNanos` is the scheduler's.
+    private func partsSleepNanos(nowNanos now: UInt64, lanesPaceNanos: UInt64) -> UInt64 {
         min(
-            options.pollNanos, lanesPaceNanos, tracker.sleepNanos(nowNanos: now), publisher.sleepNanos(nowNanos: now),
+            lanesPaceNanos, tracker.sleepNanos(nowNanos: now), publisher.sleepNanos(nowNanos: now),
             capturer?.sleepNanos(nowNanos: now) ?? .max)
     }
 

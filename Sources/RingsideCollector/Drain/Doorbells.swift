@@ -6,24 +6,33 @@ import RingsideSystem
 /// The doorbells the drain thread sleeps under (DOORBELL in ringside.h), so that the first record,
 /// increment or gauge written after it fell asleep wakes it, instead of its next poll.
 ///
-/// Before a sleep the drain sets the doorbell of each ring whose producer rings (at most
-/// `DoorbellWaiter.maxWords`; the others wait for the poll), puts a barrier on every producer
-/// thread (`System.globalBarrier`), then looks at every lane again: it sleeps only if none moved,
-/// so a record written before the announcement is seen by that look, and one written after it
-/// rings. The `DoorbellWaiter` sleeps on the words on a thread of its own and wakes the drain.
-/// Touched by the drain thread only.
+/// Before a sleep the drain sets the doorbell of each ring whose producer rings (127 to a
+/// `DoorbellWaiter`, at most `maxWaiters` of them; the others wait for the poll), puts a barrier
+/// on every producer thread (`System.globalBarrier`), then looks at every lane again: it sleeps
+/// only if none moved, so a record written before the announcement is seen by that look, and one
+/// written after it rings. Each waiter sleeps on its words on a thread of its own and wakes the
+/// drain. With every ring watched the drain needs no poll: it sleeps up to
+/// `DrainTiming.watchedSleepNanos`. Touched by the drain thread only.
 final class Doorbells {
-    private let waiter: DoorbellWaiter
+    /// Waiters at most, so rings watched at most: 32 × 127 = 4,064 (their threads sleep in the
+    /// kernel, each a stack); the rings past them are drained at the poll.
+    static let maxWaiters = 32
+
+    /// The waiters started so far, as many as the most rings a sleep watched needed.
+    private var waiters: [DoorbellWaiter] = []
+    /// False once a waiter's thread could not be started: no more are tried.
+    private var mayAddWaiters = true
+    private let wakeDrain: @Sendable () -> Void
     /// The rings whose doorbells the current sleep set (their consumers keep the words mapped).
     private var armed: [RingConsumer] = []
-    /// The watched rings whose producer rings, at most a wait's words, as read at
+    /// The watched rings whose producer rings, at most what the waiters take, as read at
     /// `ringersReadNanos` from the watch of `ringersGeneration` (see `DrainTiming.doorbellRingersNanos`):
     /// their places in the watch's list, not the consumers, so that a ring the drain lets go of is
     /// not kept open (its file, and the lock the next collector takes, go with its consumer).
     private var ringers: [Int] = []
     private var ringersGeneration = -1
     private var ringersReadNanos: UInt64 = 0
-    /// The waiter's wakes as last seen, and when the last one came: a doorbell rung at every
+    /// The waiters' wakes as last seen, and when the last one came: a doorbell rung at every
     /// sleep is set again only after `DrainTiming.minimumSleepNanos`, so it costs at most the
     /// passes a busy ring does.
     private var wakesSeen = 0
@@ -39,11 +48,17 @@ final class Doorbells {
 
     init(log: CollectorLog, wakeDrain: @escaping @Sendable () -> Void) {
         self.log = log
-        waiter = DoorbellWaiter(wakeDrain: wakeDrain)
+        self.wakeDrain = wakeDrain
     }
 
-    func start() { waiter.start() }
-    func stop() { waiter.stop() }
+    /// Starts the first waiter; the others start when the rings that ring need them.
+    func start() { _ = addWaiter() }
+    func stop() {
+        for waiter in waiters { waiter.stop() }
+    }
+
+    /// Whether the last sleep announced watched every ring the drain holds (none left to the poll).
+    var everyRingWatched: Bool { figures.polledRings == 0 }
 
     /// A pass drained records at `now`: the drain is busy, and sets no doorbell for a while.
     func noteDrained(nowNanos now: UInt64) { lastRecordsNanos = now }
@@ -72,7 +87,7 @@ final class Doorbells {
         }
         disarm()  // none set but by this announcement
         let consumers = watch.watchedConsumers
-        guard barrierWorks, waiter.isRunning else {
+        guard barrierWorks, waiters.first?.isRunning == true else {
             (figures.watchedRings, figures.polledRings) = (0, consumers.count)
             return .max
         }
@@ -104,15 +119,21 @@ final class Doorbells {
             return nil
         }
         figures.sleeps += 1
-        waiter.watch(armed.map(\.doorbellAddress))
+        // A waiter keeps waiting on an unchanged list from one sleep to the next: only a changed
+        // one (rings came or went, or it rang) wakes its thread.
+        var addresses = armed.map(\.doorbellAddress)[...]
+        for waiter in waiters {
+            waiter.watch(Array(addresses.prefix(DoorbellWaiter.maxWords)))
+            addresses = addresses.dropFirst(DoorbellWaiter.maxWords)
+        }
         return .max
     }
 
-    /// After a sleep: the waiter lets go of the doorbells, then those still set are cleared, so
-    /// that no producer rings a drain awake (and no clearing of the drain's is taken for a ring).
+    /// After a sleep: the doorbells still set are cleared, so that no producer rings a drain
+    /// awake. The waiters go on waiting on them (a clear word wakes no one), ready for the next sleep.
     func wokeUp() {
         guard !armed.isEmpty else { return }
-        waiter.watch([])
+        for waiter in waiters { waiter.drainWoke() }
         disarm()
         noteWakes(nowNanos: rs_clock_precise_ns())
     }
@@ -122,12 +143,24 @@ final class Doorbells {
     private func readRingers(watch: LaneWatch, nowNanos now: UInt64) {
         guard watch.generation != ringersGeneration || now &- ringersReadNanos >= DrainTiming.doorbellRingersNanos else { return }
         ringers.removeAll(keepingCapacity: true)
-        // Stop at the most one wait takes.
         for (index, consumer) in watch.watchedConsumers.enumerated() where consumer.ringsDoorbell {
+            // A waiter more for every 127, while one may be started; the rest to the poll.
+            if ringers.count == waiters.count * DoorbellWaiter.maxWords, !addWaiter() { break }
             ringers.append(index)
-            if ringers.count == DoorbellWaiter.maxWords { break }
         }
         (ringersGeneration, ringersReadNanos) = (watch.generation, now)
+    }
+
+    /// Starts one more waiter; false at `maxWaiters`, or once a thread could not be started.
+    private func addWaiter() -> Bool {
+        guard mayAddWaiters, waiters.count < Self.maxWaiters else { return false }
+        let waiter = DoorbellWaiter(wakeDrain: wakeDrain)
+        guard waiter.start() else {
+            mayAddWaiters = false
+            return false
+        }
+        waiters.append(waiter)
+        return true
     }
 
     private func disarm() {
@@ -136,7 +169,7 @@ final class Doorbells {
     }
 
     private func noteWakes(nowNanos now: UInt64) {
-        let wakes = waiter.wakes
+        let wakes = waiters.reduce(0) { $0 + $1.wakes }
         if wakes != wakesSeen {
             wakesSeen = wakes
             lastWakeNanos = now
@@ -145,10 +178,12 @@ final class Doorbells {
     }
 }
 
-/// Sleeps on the doorbells the drain set (a futex wait on up to 128 words: its own word, for a new
+/// Sleeps on doorbells the drain set (a futex wait on up to 128 words: its own word, for a new
 /// list or `stop`, and 127 doorbells) on a thread of its own (`ringside-bell`), and wakes the drain
-/// when a producer rings one. Between the drain thread and its own thread only its `Locked` list
-/// and its word cross.
+/// when a producer rings one while the drain sleeps. A wait on a list goes on across the drain's
+/// sleeps while the list stays the same (a clear word wakes no one), so sleeps over the same rings
+/// wake no thread. Between the drain thread and its own thread only its `Locked` state and its
+/// word cross.
 final class DoorbellWaiter: Sendable {
     /// Doorbells one wait takes: the kernel's most words, less the waiter's own.
     static let maxWords = System.futexWaitMaxWords - 1
@@ -156,6 +191,11 @@ final class DoorbellWaiter: Sendable {
     private struct Watched {
         var addresses: [UInt64] = []
         var generation: UInt32 = 0
+        /// The drain sleeps under the doorbells (from `watch` until `drainWoke`): only then is a
+        /// doorbell found clear a ring, not the drain's own clearing.
+        var drainAsleep = false
+        /// The thread waits on `addresses` (or is about to): a `watch` of the same list need not wake it.
+        var waitingOnList = false
         var wakes = 0
     }
 
@@ -173,9 +213,11 @@ final class DoorbellWaiter: Sendable {
     /// Sleeps a producer's ring ended, since the start.
     var wakes: Int { watched.withLock { $0.wakes } }
 
-    func start() {
-        // A collector that cannot start the thread polls, as with a producer that does not ring.
-        _ = thread.start { [self] in run() }
+    /// Whether the thread started: a collector that cannot start one polls the rings it would
+    /// have watched, as with a producer that does not ring.
+    func start() -> Bool {
+        if case .success = thread.start({ [self] in run() }) { return true }
+        return false
     }
 
     /// Stops the thread, waiting for it until `deadlineNanos` (nil: however long); returns whether it ended.
@@ -184,9 +226,20 @@ final class DoorbellWaiter: Sendable {
         thread.stop(waking: { bump(nil) }, deadlineNanos: deadlineNanos)
     }
 
-    /// Sleeps on `addresses` (doorbells the drain set) from now, instead of the last list.
-    func watch(_ addresses: [UInt64]) { bump(addresses) }
+    /// The drain sleeps under `addresses` (doorbells it set) from now. The thread is woken to take
+    /// them up unless it already waits on that list (or on its own word alone, for an empty one).
+    func watch(_ addresses: [UInt64]) {
+        let same = watched.withLock { watched in
+            watched.drainAsleep = true
+            return watched.addresses == addresses && (watched.waitingOnList || addresses.isEmpty)
+        }
+        if !same { bump(addresses) }
+    }
 
+    /// The drain woke: doorbells it clears from now on are not rings. The thread is left waiting.
+    func drainWoke() { watched.withLock { $0.drainAsleep = false } }
+
+    /// Takes `addresses` (nil: the same), bumps the generation and wakes the thread.
     private func bump(_ addresses: [UInt64]?) {
         watched.withLock { watched in
             if let addresses { watched.addresses = addresses }
@@ -203,22 +256,29 @@ final class DoorbellWaiter: Sendable {
             // one it saw comes with the mark. Asked the other way round, a stop between the two
             // left the thread waiting on the new generation for ever (a collector that did not
             // stop on SIGTERM, once in a few thousand stops).
-            let (addresses, generation) = watched.withLock { ($0.addresses, $0.generation) }
+            let (addresses, generation) = watched.withLock { watched in
+                // While the drain is awake its doorbells are clear: only the thread's own word.
+                watched.waitingOnList = watched.drainAsleep && !watched.addresses.isEmpty
+                return (watched.waitingOnList ? watched.addresses : [], watched.generation)
+            }
             if thread.isStopping { return }
             var words = [System.FutexWord(address: word.address, expected: generation, shared: false)]
             words += addresses.map { System.FutexWord(address: $0, expected: 1, shared: true) }
             let outcome = System.futexWait(words, deadlineNanos: nil)
-            if case .woken(0) = outcome { continue }  // a new list, or stop
-            if case .timedOut = outcome { continue }  // a signal
-            if case .changed = outcome, word.load() != generation { continue }
-            // A doorbell rang (or was cleared before the wait began, or its page is gone): the
-            // drain looks. The list is done with: its words are clear until the next sleep.
-            watched.withLock { watched in
-                guard watched.generation == generation else { return }
+            let rang = watched.withLock { watched in
+                watched.waitingOnList = false
+                if case .woken(0) = outcome { return false }  // a new list, or stop
+                if case .timedOut = outcome { return false }  // a signal
+                if case .changed = outcome, word.load() != generation { return false }
+                // A doorbell rang (or was clear when the wait began, or its page is gone). Only
+                // while the drain sleeps is that a ring: else the drain cleared it, awake. The
+                // list is done with: its rung word stays clear until the drain sets it again.
+                guard watched.drainAsleep, !addresses.isEmpty else { return false }
                 watched.addresses = []
                 watched.wakes += 1
+                return true
             }
-            wakeDrain()
+            if rang { wakeDrain() }
         }
     }
 }

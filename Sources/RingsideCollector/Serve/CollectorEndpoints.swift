@@ -92,7 +92,7 @@ package final class CollectorEndpoints: Sendable {
     package static let openPaths: Set<String> = ["/health", "/-/healthy"]
 
     /// The drain loop counts as stalled when its last pass is older than this.
-    var stallNanos: UInt64 { max(1_000_000_000, 10 * pollNanos) }
+    var stallNanos: UInt64 { DrainTiming.stallNanos(pollNanos: pollNanos) }
 
     /// The latest snapshot, with the subscribers' figures.
     func latestSnapshot() -> Snapshot {
