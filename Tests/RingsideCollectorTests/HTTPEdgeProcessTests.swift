@@ -7,7 +7,7 @@ import RingsideTestSupport
 import Testing
 
 /// The real `ringside-collector`'s HTTP edge under hostile files and clients: slow readers of a
-/// large capture, a FIFO or another user's file as its web configuration, a stop while a costly
+/// large capture or of a streamed page, a FIFO or another user's file as its web configuration, a stop while a costly
 /// password is hashed.
 @Suite("The collector's HTTP edge: captures streamed, web configuration files refused, SIGTERM prompt")
 struct HTTPEdgeProcessTests {
@@ -28,6 +28,16 @@ struct HTTPEdgeProcessTests {
             return nil
         }
         return status.value
+    }
+
+    /// `count` clients of a 4 KiB receive window that each ask for `path`: the caller reads each
+    /// one's status line, then nothing more, so what it was sent stays in the collector, or not.
+    func slowReaders(_ count: Int, port: Int, path: String) throws -> [RawClient] {
+        try (0..<count).map { _ in
+            let reader = try RawClient(port: port, timeoutSeconds: 20, receiveBuffer: 4096)
+            try reader.send("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n")
+            return reader
+        }
     }
 
     @Test(
@@ -58,13 +68,7 @@ struct HTTPEdgeProcessTests {
             #expect(whole.status == 200 && whole.body.count > size)
             let before = try #require(residentKiB(of: collector.pid)).anonymous
 
-            var readers: [RawClient] = []
-            for _ in 0..<64 {
-                let reader = try RawClient(port: port, timeoutSeconds: 20, receiveBuffer: 4096)
-                try reader.send("GET /api/captures/\(name) HTTP/1.1\r\nHost: x\r\n\r\n")
-                readers.append(reader)
-            }
-            // Each reads its status line, then nothing more: the rest waits in the collector, or not.
+            var readers = try slowReaders(64, port: port, path: "/api/captures/" + name)
             let statuses = readers.map { $0.readStatus() }
             let during = try #require(residentKiB(of: collector.pid)).anonymous
             #expect(try httpGet(port: port, path: "/health").status == 200)
@@ -110,6 +114,47 @@ struct HTTPEdgeProcessTests {
             }
             #expect((try? httpGet(port: port, path: "/health").status) == 200)
             #expect(stop(running) == 0)
+        }
+    }
+
+    @Test(
+        "8 slow readers of a plain /metrics page past what is kept: 4 are sent it as it is written, the rest told 503 with Retry-After; /health answers meanwhile, and once they go the page is whole again"
+    )
+    func slowReadersOfAStreamedPage() throws {
+        try withRingDirectory { directory in
+            // 2,000 histograms write some 9 MB of text; 32 MiB keep plain pages of 2 MiB at most.
+            let holder = try ChildProcess(
+                testProducer: "scale-series", ring: "paged", in: directory, ["--series", "2000", "--metrics", "2000", "--first", "0"])
+            defer {
+                holder.send(SIGKILL)
+                holder.waitForExit()
+            }
+            let ready = holder.readLine()
+            try #require(ready?.hasPrefix("ready") == true, "\(ready ?? "no line"): \(holder.waitForExit().standardError)")
+            let (collector, port) = try startCollector(["--dir", directory.path, "--max-series-bytes", "32M", "--poll", "10ms"])
+            defer { collector.kill() }
+            let last = #"fill_latency_seconds_count{ring="paged0",symbol="S0001999"} 1"#
+            let whole = eventually(seconds: 60) { () -> Int? in
+                guard let page = try? httpGet(port: port, path: "/metrics", timeoutSeconds: 30), page.body.contains(last) else {
+                    return nil
+                }
+                return page.body.utf8.count
+            }
+            let bytes = try #require(whole, "the 2,000 series never showed")
+            #expect(bytes > 4 << 20, "\(bytes) bytes: a page the readers' windows cannot hold")
+
+            var readers = try slowReaders(8, port: port, path: "/metrics")
+            let statuses = readers.map { $0.readStatus() }
+            #expect(statuses.filter { $0 == 200 }.count == 4 && statuses.filter { $0 == 503 }.count == 4, "\(statuses)")
+            let refused = try httpGetWithHeaders(port: port, path: "/metrics")
+            #expect(refused.status == 503 && refused.header("Retry-After") == "1", "\(refused.status) \(refused.text)")
+            #expect(try httpGet(port: port, path: "/health").status == 200)
+            readers.removeAll()
+            let again = eventually(seconds: 30) { () -> Bool? in
+                guard let page = try? httpGet(port: port, path: "/metrics", timeoutSeconds: 30), page.status == 200 else { return nil }
+                return page.body.contains(last)
+            }
+            #expect(again == true, "the page was not served whole once the readers went")
         }
     }
 
