@@ -16,10 +16,14 @@ struct DoorbellTests {
     @Test("a bell waiter stops whenever it is stopped: 3,000 starts and stops at once or a moment later, each ended within a second")
     func waiterStopsWheneverStopped() {
         var hung = 0
+        // A set doorbell of our own: a list the thread takes up and waits on.
+        let bell = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+        defer { bell.deallocate() }
+        bell.pointee = 1
         for round in 0..<3_000 {
             let waiter = DoorbellWaiter(wakeDrain: {})
-            waiter.start()
-            if round.isMultiple(of: 2) { waiter.watch([]) }
+            #expect(waiter.start())
+            if round.isMultiple(of: 2) { waiter.watch([UInt64(UInt(bitPattern: bell))]) }
             // At once, or once the thread may have reached its wait.
             if round.isMultiple(of: 3) { sched_yield() }
             if !waiter.stop(deadlineNanos: System.monotonicNanos() + 1_000_000_000) { hung += 1 }
@@ -62,13 +66,10 @@ struct DoorbellTests {
             let watch = LaneWatch()
             let signals = Atomic<Int>(0)
             let rung = DispatchSemaphore(value: 0)
-            let doorbells = Doorbells(
-                log: .standardError,
-                wakeDrain: {
-                    signals.add(1, ordering: .relaxed)
-                    rung.signal()
-                })
-            doorbells.start()
+            let doorbells = Self.startedDoorbells {
+                signals.add(1, ordering: .relaxed)
+                rung.signal()
+            }
             defer { doorbells.stop() }
 
             let tries = 3_000
@@ -114,8 +115,7 @@ struct DoorbellTests {
             let values = try bot.histogram("values")
             let consumer = try RingConsumer("random", directory: directory)
             let rung = DispatchSemaphore(value: 0)
-            let doorbells = Doorbells(log: .standardError, wakeDrain: { rung.signal() })
-            doorbells.start()
+            let doorbells = Self.startedDoorbells { rung.signal() }
             defer { doorbells.stop() }
             // Up to 300 µs after the last record was drained: the drain may be draining, looking,
             // announcing, or asleep.
@@ -221,8 +221,7 @@ struct DoorbellTests {
             let others = try (0..<150).map { try RingConsumer("many\($0)", directory: directory) }
             let consumer = try RingConsumer("zlast", directory: directory)
             let rung = DispatchSemaphore(value: 0)
-            let doorbells = Doorbells(log: .standardError, wakeDrain: { rung.signal() })
-            doorbells.start()
+            let doorbells = Self.startedDoorbells { rung.signal() }
             defer { doorbells.stop() }
             // This bot's ring last in the watch: past the first waiter's 127.
             let drained = try Self.drainRandomlyTimed(
@@ -243,9 +242,9 @@ struct DoorbellTests {
         return consumer
     }
 
-    /// Doorbells whose waiter runs, waking no drain: the caller stops them.
-    private static func startedDoorbells() -> Doorbells {
-        let doorbells = Doorbells(log: .standardError, wakeDrain: {})
+    /// Doorbells whose waiter runs, waking the drain with `wakeDrain` (none by default): the caller stops them.
+    private static func startedDoorbells(wakeDrain: @escaping @Sendable () -> Void = {}) -> Doorbells {
+        let doorbells = Doorbells(log: .standardError, wakeDrain: wakeDrain)
         doorbells.start()
         return doorbells
     }

@@ -41,7 +41,8 @@ enum DrainTiming {
     /// How often the drain reads again which producers ring (each file's `rings_doorbell`, a load
     /// from its header page): read at every sleep, 2,000 bots that ring none cost a third of the
     /// idle drain thread. A producer that starts or stops ringing is seen within this, or at once
-    /// when the rings watched change; until then it is drained at the poll, as any ring is.
+    /// when the rings watched change; until then it is drained at the drain's next wake, as any
+    /// ring is (the poll, or `watchedSleepNanos` with every ring watched).
     static let doorbellRingersNanos: UInt64 = 1_000_000_000
     /// The longest sleep while every ring the drain holds is watched by a doorbell (none left to
     /// the poll; `--poll` if longer): a record, an increment or a gauge wakes the drain at once,

@@ -354,6 +354,8 @@ package final class MetricsPages: Sendable {
         let process = process()
         let key = SeriesContentKey(snapshot)
         var result: [Variant: Page] = [:]
+        // Asked at most once a render, and only where a plain page would be rendered ahead.
+        lazy var plainPastKept = Self.plainBytes(of: snapshot) > keptPlainBytes
         for format in ExpositionFormat.allCases where variants.contains(where: { $0.format == format }) {
             var (wanted, kept) = state.withLock { state -> (Set<Bool>, Kept) in
                 var wanted = Set(variants.filter { $0.format == format }.map(\.gzip))
@@ -362,9 +364,7 @@ package final class MetricsPages: Sendable {
             }
             // A plain page rendered ahead that grew past the bound is not rendered whole (the
             // next scrape writes it as it is sent): 115 MB at once passed a 128 MiB budget.
-            if wanted.contains(false), !variants.contains(Variant(format, gzip: false)), format != .protobuf,
-                Self.plainBytes(of: snapshot) > keptPlainBytes
-            {
+            if wanted.contains(false), !variants.contains(Variant(format, gzip: false)), format != .protobuf, plainPastKept {
                 wanted.remove(false)
                 sendOnly(format)
                 (kept.series, kept.pages[false]) = (nil, nil)
