@@ -94,7 +94,7 @@
  *   a record, and reads the cells then (after an acquire load of `cell_writes`). Readers before
  *   0.3.0 never look at it (it was reserved, zero); a producer before 0.3.0 leaves it at zero,
  *   and its counters are seen when the reader samples cells on its own schedule (the collector:
- *   once a second, or every 5 s while every bot is quiet).
+ *   once a second, or every 10 s while every bot is quiet).
  * - Metric cells (rs_metric_cell, any thread, atomic stores and adds): a gauge's last value
  *   (`gauge_bits` stored, then `gauge_set` stored 1 with release, by whichever thread sets it:
  *   the last store wins), and `unlaned`: what threads that found no free lane could not keep

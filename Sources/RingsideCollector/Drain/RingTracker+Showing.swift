@@ -50,13 +50,6 @@ extension RingTracker: SeriesFeed {
         return ShownRing(snapshot: snapshot, quiet: quiet && !cellsChanged && added == 0, added: added)
     }
 
-    func sampleQuietRing(_ ring: TrackedRing, nowNanos now: UInt64) -> Bool {
-        let (added, cellsChanged) = sampleCellsAndRegistry(of: ring, nowNanos: now)
-        guard added > 0 || cellsChanged else { return false }
-        ring.bot.changedSincePublish = true
-        return true
-    }
-
     func seriesFigures() -> (bytes: Int, saturated: Int) {
         (roster.usage().bytes, roster.bots.values.reduce(0) { $0 + $1.aggregator.saturatedSeries })
     }

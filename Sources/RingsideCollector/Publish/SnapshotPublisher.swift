@@ -27,7 +27,8 @@ final class SnapshotPublisher<Feed: SeriesFeed> {
     private var hasChanges = false
     /// When the publisher last began, and what that took.
     private var pace = PublishPace()
-    private var quiet = QuietRounds<Feed.Ring>()
+    /// Whether the last publish found every ring quiet (all windows empty, nothing drained, no cell changed).
+    private var everyRingWasQuiet = false
 
     /// Heap trims started (see `HeapTrim`).
     var heapTrims: Int { heapTrim.trims }
@@ -36,15 +37,14 @@ final class SnapshotPublisher<Feed: SeriesFeed> {
     static var sliceNanos: UInt64 { 10_000_000 }
     /// Windows slide even when nothing arrives: publish at least this often.
     static var idleRefreshNanos: UInt64 { 250_000_000 }
-    /// With every ring quiet (all windows empty, nothing drained, no cell changed), the rings'
-    /// cells and registries are sampled this often, or as `CellSamplingPace` allows, and a full
-    /// publish made this often (ages move on). Any change (records, cells, a producer's death or
-    /// stop) publishes at once. A counter's increment moves its lane's `cell_writes` and rings
-    /// (the drain looks at its cells then): the quiet sampling is for what moves neither (an
-    /// increment by a thread without a lane, a clamp, an operator's switch, a metric registered
-    /// but not yet written), seen within it. Rebuilding a snapshot of 2,000 idle bots every 2 s
-    /// cost 0.3 % of a core; sampling them every 2 s, 0.1 %.
-    static var quietSampleNanos: UInt64 { 5_000_000_000 }
+    /// With every ring quiet (all windows empty, nothing drained, no cell changed), a full publish
+    /// is made this often (ages move on), which samples the rings' cells and registries (or as
+    /// `CellSamplingPace` allows). Any change (records, cells, a producer's death or stop)
+    /// publishes at once. A counter's increment moves its lane's `cell_writes` and rings (the
+    /// drain looks at its cells then): this sampling is for what moves neither (an increment by a
+    /// thread without a lane, a clamp, an operator's switch, a metric registered but not yet
+    /// written), seen within it. Over 2,000 idle bots each publish costs as much as the drain's
+    /// wakes between; sampling them every 5 s besides cost a sixth of the idle drain.
     static var quietRefreshNanos: UInt64 { 10_000_000_000 }
 
     init(options: CollectorOptions, layout: WindowLayout, log: CollectorLog, feed: Feed, captureDesk: CaptureDesk? = nil) {
@@ -91,16 +91,11 @@ final class SnapshotPublisher<Feed: SeriesFeed> {
                 && (pace.begunNanos == 0 || (hasChanges && sinceLast >= intervalNanos)
                     || sinceLast >= max(Self.idleRefreshNanos, pace.spacingNanos)))
         {
-            if !forced, !hasChanges, quiet.wasQuiet, sinceLast < Self.quietRefreshNanos {
+            if !forced, !hasChanges, everyRingWasQuiet, sinceLast < Self.quietRefreshNanos {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
-                // collector's own figures (the pass /health looks at) are brought up to date, and
-                // now and then the rings' cells and registries sampled (counters write no records).
+                // collector's own figures (the pass /health looks at) are brought up to date.
                 published.update(stats, currentRealtimeNanos: rs_clock_realtime_ns())
-                quiet.beginIfDue(
-                    nowNanos: now, least: Self.quietSampleNanos, interval: { feed.cellSampleIntervalNanos() }, rings: { feed.everyRing })
-                if sampleQuietRings(nowNanos: now, until: rs_clock_precise_ns() &+ Self.sliceNanos) { hasChanges = true }
             } else if forced || pending == nil {
-                quiet.end()  // the publish samples every ring due
                 pending = SnapshotBuild(
                     snapshot: startSnapshot(), rings: feed.everyRing,
                     showing: RingShowing(forced: forced, cellSampleNanos: feed.cellSampleIntervalNanos()))
@@ -175,7 +170,7 @@ final class SnapshotPublisher<Feed: SeriesFeed> {
         if !options.allowedUIDs.isEmpty {
             for index in snapshot.rings.indices { snapshot.rings[index].showsOwner = true }
         }
-        quiet.wasQuiet = building.everyRingQuiet
+        everyRingWasQuiet = building.everyRingQuiet
         // Series left out, and registries not read, are the next snapshot's, due as any change is.
         let awaiting = building.newSeries.awaitingFigures
         if awaiting > 0 || building.newSeries.registriesUnread { hasChanges = true }
@@ -250,18 +245,6 @@ final class SnapshotPublisher<Feed: SeriesFeed> {
             "bot \(bot): series \(metric.name)\(labels.isEmpty ? "" : "{" + labels + "}") reached its ceiling (a count or total "
                 + "of 2^64 - 1, or a sum of 2^128 - 1) and stays there: it never goes back, and what comes beyond is not added "
                 + "to it (counted in ringside_collector_series_saturated)", level: .warn)
-    }
-
-    /// Samples the rings of the quiet round under way until `deadline`; returns whether a bot's
-    /// series must be made again (the next publish then does, rather than show what it showed).
-    private func sampleQuietRings(nowNanos now: UInt64, until deadline: UInt64) -> Bool {
-        var changed = false
-        while let ring = quiet.nextRing() {
-            // A ring let go since the round began is left out.
-            if feed.holds(ring), feed.sampleQuietRing(ring, nowNanos: now) { changed = true }
-            if rs_clock_precise_ns() >= deadline { break }
-        }
-        return changed
     }
 }
 

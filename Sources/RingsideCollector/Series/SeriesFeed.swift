@@ -33,10 +33,6 @@ protocol SeriesFeed: AnyObject {
     /// registry read when due (see `RingShowing`); marks its records drained as published.
     func show(_ ring: Ring, nowNanos now: UInt64, _ showing: RingShowing) -> ShownRing
 
-    /// Reads a quiet ring's cells and registry between publishes; returns whether its bot's
-    /// series must be made again (then marked changed, for the next publish).
-    func sampleQuietRing(_ ring: Ring, nowNanos now: UInt64) -> Bool
-
     /// The memory every bot's series take, and the series that reached a ceiling.
     func seriesFigures() -> (bytes: Int, saturated: Int)
 }
