@@ -27,6 +27,29 @@ extension MappedRingFile {
 
     /// Whether the doorbell is set (tests, and the dump).
     var doorbellIsSet: Bool { rs_load_relaxed_u32(doorbell) != 0 }
+
+    /// `rings_doorbell`, to be read in a tight loop (`LaneWatch`): valid while this file is open.
+    func watchedRingsDoorbell() -> WatchedHeaderWord {
+        WatchedHeaderWord(address: UnsafePointer(field(Self.ringsDoorbellOffset, as: UInt32.self)))
+    }
+
+    /// The doorbell, to be set, cleared and looked at in tight loops beside the lanes' cursors
+    /// (`LaneWatch`): valid while this file is open, which its holder guarantees.
+    func watchedDoorbell() -> WatchedDoorbell { WatchedDoorbell(address: doorbell) }
+
+    /// The header's `doorbell`, kept by address (see `WatchedCursor`).
+    struct WatchedDoorbell {
+        private let address: UnsafeMutablePointer<UInt32>
+
+        fileprivate init(address: UnsafeMutablePointer<UInt32>) { self.address = address }
+
+        /// Relaxed, as `armDoorbell` and `disarmDoorbell`: the announcement's barrier orders them.
+        var isSet: Bool { rs_load_relaxed_u32(address) != 0 }
+        func arm() { rs_store_relaxed_u32(address, 1) }
+        func disarm() { if isSet { rs_store_relaxed_u32(address, 0) } }
+        /// For a futex wait on it (the kernel reads it, never Swift).
+        var futexAddress: UInt64 { UInt64(UInt(bitPattern: address)) }
+    }
 }
 
 extension RingConsumer {

@@ -315,17 +315,17 @@ final class MappedRingFile {
 
     /// The header's lane count, to be looked at in a tight loop beside the lanes' cursors
     /// (`LaneWatch`): valid while this file is open, which its holder guarantees.
-    func watchedLaneCount() -> WatchedLaneCount {
-        WatchedLaneCount(address: UnsafePointer(field(Offset.lanesAllocated, as: UInt32.self)))
+    func watchedLaneCount() -> WatchedHeaderWord {
+        WatchedHeaderWord(address: UnsafePointer(field(Offset.lanesAllocated, as: UInt32.self)))
     }
 
-    /// The header's `lanes_allocated`, kept by address (see `WatchedCursor`).
-    struct WatchedLaneCount {
+    /// A word of the header (`lanes_allocated`, `rings_doorbell`), kept by address (see `WatchedCursor`).
+    struct WatchedHeaderWord {
         private let address: UnsafePointer<UInt32>
 
-        fileprivate init(address: UnsafePointer<UInt32>) { self.address = address }
+        init(address: UnsafePointer<UInt32>) { self.address = address }
 
-        /// Relaxed: only a hint that lanes were added; mapping them loads it again with acquire.
+        /// Relaxed: only a hint (that lanes were added: mapping them loads it again with acquire).
         var hint: UInt32 { rs_load_relaxed_u32(address) }
     }
 

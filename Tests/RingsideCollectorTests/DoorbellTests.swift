@@ -157,7 +157,14 @@ struct DoorbellTests {
             #expect(after == .max)
             #expect(consumer.doorbellIsSet && doorbells.figures.sleeps == 1)
             doorbells.wokeUp()
-            #expect(!consumer.doorbellIsSet)
+            #expect(consumer.doorbellIsSet, "settled: it stays set across the wake")
+            // Drained within the spell again: the settled doorbell stays, and the record taken from
+            // it is what the producer rings with.
+            doorbells.noteDrained(nowNanos: drainedAt + quiet)
+            _ = doorbells.announceSleep(watch: watch, nowNanos: drainedAt + quiet + 1, plannedSleepNanos: .max)
+            #expect(consumer.doorbellIsSet && doorbells.figures.sleeps == 1)
+            try bot.histogram("values").record(1)
+            #expect(!consumer.doorbellIsSet, "the record rang")
         }
     }
 

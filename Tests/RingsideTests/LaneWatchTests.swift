@@ -68,4 +68,55 @@ struct LaneWatchTests {
             #expect(moved == [false] && look(watch, 1).moved == [false], "rebuilt with the lane: nothing new")
         }
     }
+
+    /// A doorbell settled by a look that found its lanes unmoved stays set across the drain's wakes:
+    /// looks pass its lanes over while the word holds the 1, and a record (which takes the 1),
+    /// another writer's clear, or the drain's own unsettling has them looked at again.
+    @Test("a settled doorbell's lanes are passed over while it holds; a record, a planted clear, or unsettling brings them back")
+    func settledDoorbells() throws {
+        try withRingDirectory { directory in
+            let quiet = try Bot.attach("quiet", directory: directory.path)
+            let busy = try Bot.attach("busy", directory: directory.path)
+            let quietValues = try quiet.histogram("latency"), busyValues = try busy.histogram("latency")
+            quietValues.record(1)
+            busyValues.record(1)
+            let consumers = [try RingConsumer("quiet", directory: directory), try RingConsumer("busy", directory: directory)]
+            for consumer in consumers {
+                consumer.lookForNewLanes()
+                try consumer.drain { _, _ in }
+            }
+            let watch = LaneWatch()
+            watch.watch(consumers)
+            #expect(look(watch, 2).moved == [false, false], "drained before the watch")
+            #expect(watch.armDoorbells([0, 1]) == 2 && consumers.allSatisfy(\.doorbellIsSet))
+            #expect(!watch.anyMoved())
+            watch.settleDoorbells()
+            // Settled: set again without a store, and the addresses the waiters take stay.
+            #expect(watch.armDoorbells([0, 1]) == 0 && watch.armedDoorbellAddresses == consumers.map(\.doorbellAddress))
+            busyValues.record(2)  // takes the busy bot's 1: it rang
+            #expect(!consumers[1].doorbellIsSet && consumers[0].doorbellIsSet)
+            #expect(look(watch, 2).moved == [false, true], "the rung doorbell's lane is looked at")
+            #expect(watch.armDoorbells([0, 1]) == 1, "set anew: the rung one only")
+            #expect(!watch.anyMoved())
+            watch.settleDoorbells()
+            // Another writer clears the quiet bot's word without a record: looked at, found unmoved.
+            consumers[0].disarmDoorbell()
+            #expect(look(watch, 2).moved == [false, false])
+            #expect(watch.armDoorbells([0, 1]) == 1)
+            watch.settleDoorbells()
+            // A planted 1 after a record hides the lane while it holds; unsettling brings it back.
+            quietValues.record(3)
+            consumers[0].armDoorbell()
+            #expect(look(watch, 2).moved == [false, false], "hidden while the 1 holds")
+            watch.unsettleDoorbells()
+            #expect(watch.anyMoved() && look(watch, 2).moved == [true, false])
+            // Not wanted any more, or not watched any more: cleared.
+            #expect(watch.armDoorbells([1]) == 1 && !consumers[0].doorbellIsSet && consumers[1].doorbellIsSet)
+            watch.settleDoorbells()
+            watch.watch(consumers.reversed())
+            #expect(consumers[1].doorbellIsSet && watch.armDoorbells([0]) == 0, "a rebuilt watch keeps a consumer's doorbell")
+            watch.watch([consumers[0]])
+            #expect(!consumers[1].doorbellIsSet && watch.armedDoorbellAddresses.isEmpty, "one left out of the watch is cleared")
+        }
+    }
 }

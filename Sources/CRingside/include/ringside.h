@@ -345,7 +345,11 @@
  *   (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)), then looks at every lane's `write_cursor`,
  *   `gathered` and `cell_writes` again, and sleeps only if none moved. It waits with a
  *   FUTEX_WAIT (or FUTEX_WAITV, 128 words at most a wait: a wait a thread) on the words it set,
- *   expecting 1, for as long as it likes; when it wakes it stores 0 in the words still 1.
+ *   expecting 1, for as long as it likes. Awake, it may leave its words at 1: while a word
+ *   still holds the 1 stored before a look that found nothing, no producer of that file wrote
+ *   since (one that did took the 1), so the consumer need not look at those lanes again, nor
+ *   store the 1 again before its next sleep; a producer that writes while it is awake rings all
+ *   the same (one FUTEX_WAKE, harmless). It stores 0 in a word it no longer waits on.
  * - A producer, after each record it publishes (the release store of `write_cursor`) and each
  *   increment (of `cell_writes`): loads `doorbell` (relaxed); when it is not 0, exchanges it
  *   with 0 and, if it took the 1, wakes its waiters (FUTEX_WAKE on the word, not private: one
@@ -361,7 +365,8 @@
  *   so in `rings_doorbell` (1) when it attaches; a process that could not register stores 0 and
  *   never rings. A consumer polls the files whose producer does not ring; the others it still
  *   looks at now and then (a producer that died mid-ring, a file the doorbell cannot reach): the
- *   collector at its poll while any file is polled, else every second (or its poll, if longer).
+ *   collector wakes at its poll while any file is polled, else every second (or its poll, if
+ *   longer), and then looks at the lanes of every word it finds 0, and at least every 10 s at all.
  * - Nobody but the consumer stores 1; a producer of an older revision never reads the word (its
  *   records are drained at the poll), and a consumer of an older one never sets it (the producer
  *   never rings). Any uint32 is read as "set" or "not": a 1 planted by another writer of the file

@@ -12,7 +12,13 @@ import RingsideSystem
 /// only if none moved, so a record written before the announcement is seen by that look, and one
 /// written after it rings. Each waiter sleeps on its words on a thread of its own and wakes the
 /// drain. With every ring watched the drain needs no poll: it sleeps up to
-/// `DrainTiming.watchedSleepNanos`. Touched by the drain thread only.
+/// `DrainTiming.watchedSleepNanos`.
+///
+/// A doorbell stays set across the drain's wakes while its word holds the 1 (`LaneWatch`'s
+/// settled doorbells): no producer wrote to its lanes since, so the next sleep neither sets it
+/// again nor looks at them, and needs no barrier when it sets none anew. A producer that writes
+/// while the drain is awake takes the 1 and rings as it would during a sleep (one FUTEX_WAKE);
+/// the drain's next look finds the word clear and its records. Touched by the drain thread only.
 final class Doorbells {
     /// Waiters at most, so rings watched at most: 32 × 127 = 4,064 (their threads sleep in the
     /// kernel, each a stack); the rings past them are drained at the poll.
@@ -23,8 +29,11 @@ final class Doorbells {
     /// False once a waiter's thread could not be started: no more are tried.
     private var mayAddWaiters = true
     private let wakeDrain: @Sendable () -> Void
-    /// The rings whose doorbells the current sleep set (their consumers keep the words mapped).
-    private var armed: [RingConsumer] = []
+    /// The last sleep was announced to the waiters: its wake tells them.
+    private var announced = false
+    /// When an announcement last set every doorbell anew and looked at every lane, the settled
+    /// ones' too (`DrainTiming.settledLookNanos`).
+    private var wholeLookNanos: UInt64 = 0
     /// The watched rings whose producer rings, at most what the waiters take, as read at
     /// `ringersReadNanos` from the watch of `ringersGeneration` (see `DrainTiming.doorbellRingersNanos`):
     /// their places in the watch's list, not the consumers, so that a ring the drain lets go of is
@@ -85,43 +94,50 @@ final class Doorbells {
         if lastActive != 0, now &- lastActive < quiet {
             return quiet - (now &- lastActive)
         }
-        disarm()  // none set but by this announcement
-        let consumers = watch.watchedConsumers
+        let consumers = watch.watchedConsumers.count
         guard barrierWorks, waiters.first?.isRunning == true else {
-            (figures.watchedRings, figures.polledRings) = (0, consumers.count)
+            watch.disarmDoorbells(all: true)
+            (figures.watchedRings, figures.polledRings) = (0, consumers)
             return .max
         }
         readRingers(watch: watch, nowNanos: now)
+        if now &- wholeLookNanos >= DrainTiming.settledLookNanos {
+            watch.unsettleDoorbells()
+            wholeLookNanos = now
+        }
         // Within the list whatever watch is passed (the drain passes its one, as it was read from).
-        for index in ringers where index < consumers.count {
-            consumers[index].armDoorbell()
-            armed.append(consumers[index])
+        let setAnew = watch.armDoorbells(ringers.filter { $0 < consumers })
+        var addresses = watch.armedDoorbellAddresses[...]
+        (figures.watchedRings, figures.polledRings) = (addresses.count, consumers - addresses.count)
+        guard !addresses.isEmpty else { return .max }
+        if setAnew > 0 {
+            do {
+                try System.globalBarrier()
+            } catch {
+                // Every ring to the poll from now on, and the figures and the log say so.
+                log(
+                    "doorbells off: membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) failed (\(error)); every ring is drained at "
+                        + "--poll from now on (ringside_collector_doorbell_rings{by=\"poll\"})", level: .warn)
+                barrierWorks = false
+                figures.barrierFailed = true
+                (figures.watchedRings, figures.polledRings) = (0, consumers)
+                watch.disarmDoorbells(all: true)
+                return .max
+            }
         }
-        (figures.watchedRings, figures.polledRings) = (armed.count, consumers.count - armed.count)
-        guard !armed.isEmpty else { return .max }
-        do {
-            try System.globalBarrier()
-        } catch {
-            // Every ring to the poll from now on, and the figures and the log say so.
-            log(
-                "doorbells off: membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) failed (\(error)); every ring is drained at "
-                    + "--poll from now on (ringside_collector_doorbell_rings{by=\"poll\"})", level: .warn)
-            barrierWorks = false
-            figures.barrierFailed = true
-            (figures.watchedRings, figures.polledRings) = (0, consumers.count)
-            disarm()
-            return .max
-        }
+        // The lanes of the doorbells set anew (and of the rings polled); a settled one's are not
+        // looked at: nothing was written to them since the look that settled it.
         if watch.anyMoved() {
-            disarm()
+            watch.disarmDoorbells()
             lastRecordsNanos = now
             figures.caughtByLook += 1
             return nil
         }
+        watch.settleDoorbells()
         figures.sleeps += 1
+        announced = true
         // A waiter keeps waiting on an unchanged list from one sleep to the next: only a changed
         // one (rings came or went, or it rang) wakes its thread.
-        var addresses = armed.map(\.doorbellAddress)[...]
         for waiter in waiters {
             waiter.watch(Array(addresses.prefix(DoorbellWaiter.maxWords)))
             addresses = addresses.dropFirst(DoorbellWaiter.maxWords)
@@ -129,12 +145,13 @@ final class Doorbells {
         return .max
     }
 
-    /// After a sleep: the doorbells still set are cleared, so that no producer rings a drain
-    /// awake. The waiters go on waiting on them (a clear word wakes no one), ready for the next sleep.
+    /// After a sleep: the waiters are told that a doorbell found clear from now on is not a ring
+    /// (the drain is awake), and go on waiting on theirs, ready for the next sleep. The doorbells
+    /// stay set (see the type's comment).
     func wokeUp() {
-        guard !armed.isEmpty else { return }
+        guard announced else { return }
+        announced = false
         for waiter in waiters { waiter.drainWoke() }
-        disarm()
         noteWakes(nowNanos: rs_clock_precise_ns())
     }
 
@@ -143,7 +160,7 @@ final class Doorbells {
     private func readRingers(watch: LaneWatch, nowNanos now: UInt64) {
         guard watch.generation != ringersGeneration || now &- ringersReadNanos >= DrainTiming.doorbellRingersNanos else { return }
         ringers.removeAll(keepingCapacity: true)
-        for (index, consumer) in watch.watchedConsumers.enumerated() where consumer.ringsDoorbell {
+        for index in watch.watchedConsumers.indices where watch.ringsDoorbell(at: index) {
             // A waiter more for every 127, while one may be started; the rest to the poll.
             if ringers.count == waiters.count * DoorbellWaiter.maxWords, !addWaiter() { break }
             ringers.append(index)
@@ -161,11 +178,6 @@ final class Doorbells {
         }
         waiters.append(waiter)
         return true
-    }
-
-    private func disarm() {
-        for consumer in armed { consumer.disarmDoorbell() }
-        armed.removeAll(keepingCapacity: true)
     }
 
     private func noteWakes(nowNanos now: UInt64) {

@@ -17,11 +17,32 @@ final class DrainScheduler {
     private var watched = WatchedRings()
 
     /// The rings in the lane watch's order, the tracker's version of its rings they were taken
-    /// at, and whether a ring mapped new lanes (the watch is rebuilt at the next pass).
+    /// at, and whether a ring mapped new lanes (the watch is rebuilt at the next pass). And when
+    /// each is due a look at its liveness at the soonest, as of its last visit, and whether the
+    /// directory was watched then: the once-a-second round over thousands of idle rings reads
+    /// these, not the rings themselves (a cold object each, most of that round's cost).
     private struct WatchedRings {
         private(set) var rings: [TrackedRing] = []
         private var version: UInt64 = .max
         private var stale = false
+        private(set) var lookDueNanos: [UInt64] = []
+        private var dueWhileWatching = true
+
+        /// Ring `index` visited at `now`: due again `interval` after its last look (less the
+        /// slack `isObservationDue` allows). An interval only lengthens with time unless the ring
+        /// is busy or touched, which visits it anyway; so the due time is never late.
+        mutating func visited(_ index: Int, interval: UInt64) {
+            let ring = rings[index]
+            let due = ring.liveness.lastObservedNanos &+ interval
+            lookDueNanos[index] = due > DrainTiming.livenessSlackNanos ? due - DrainTiming.livenessSlackNanos : 0
+        }
+
+        /// Every ring due now if whether the directory is watched changed (the intervals did).
+        mutating func noteWatching(_ watching: Bool) {
+            guard watching != dueWhileWatching else { return }
+            dueWhileWatching = watching
+            for index in lookDueNanos.indices { lookDueNanos[index] = 0 }
+        }
 
         /// A ring mapped new lanes: the watch is rebuilt at the next pass.
         mutating func lanesChanged() { stale = true }
@@ -32,6 +53,7 @@ final class DrainScheduler {
         /// The watch was rebuilt with `rings`, the tracker's at `version`.
         mutating func rebuilt(_ rings: [TrackedRing], version: UInt64) {
             self.rings = rings
+            lookDueNanos = [UInt64](repeating: 0, count: rings.count)
             self.version = version
             stale = false
         }
@@ -149,6 +171,7 @@ final class DrainScheduler {
             if forced || ring.isObservationDue(nowNanos: now, interval: interval) {
                 pass.changed = tracker.observe(ring, nowNanos: now) || pass.changed
             }
+            watched.visited(index, interval: interval)
             // A bot attached moments ago may be adding its first lanes after the file event that
             // had it attached: look for them every pass until the moment has passed.
             let isNew = now &- ring.liveness.attachedNanos < DrainTiming.newRingNanos
@@ -216,8 +239,11 @@ final class DrainScheduler {
     private func markRingsDueALook(_ rings: [TrackedRing], nowNanos now: UInt64) {
         let rounds = Int(DrainTiming.idleLivenessIntervalNanos / DrainTiming.livenessIntervalNanos)
         var idleLooks = (rings.count + rounds - 1) / rounds
-        for (index, ring) in rings.enumerated() where index < visit.count && !visit[index] {
-            let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
+        let watching = tracker.wakeup.isWatching
+        watched.noteWatching(watching)
+        for index in watched.lookDueNanos.indices where watched.lookDueNanos[index] <= now && index < visit.count && !visit[index] {
+            let ring = rings[index]
+            let interval = ring.livenessInterval(nowNanos: now, watching: watching)
             guard ring.isObservationDue(nowNanos: now, interval: interval) else { continue }
             if interval == DrainTiming.idleLivenessIntervalNanos {
                 guard idleLooks > 0 else { continue }

@@ -50,6 +50,10 @@ enum DrainTiming {
     /// (each second), and its progress, which `/health` calls stalled past twice this
     /// (`stallNanos`). Waking every `--poll` (100 ms) over 2,000 idle bots took 0.5 to 0.8 % of a core.
     static let watchedSleepNanos: UInt64 = 1_000_000_000
+    /// How long a doorbell stays settled at most (see `LaneWatch+Doorbells.swift`): then it is
+    /// set anew and its lanes looked at, so that a word another writer of the file stored 1 in
+    /// after its producer rang hides that file's records for this long at most.
+    static let settledLookNanos: UInt64 = 10_000_000_000
     /// The drain loop counts as stalled when its last pass is older than this (`/health`,
     /// `/-/ready`): two of its longest sleeps, or ten polls.
     static func stallNanos(pollNanos: UInt64) -> UInt64 { max(2 * watchedSleepNanos, 10 * pollNanos) }

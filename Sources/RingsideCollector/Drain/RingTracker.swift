@@ -122,11 +122,18 @@ final class RingTracker {
         }
         for name in changed { checkIdentity(of: name, nowNanos: now) }
         // New lanes are looked for now and then (a file grows by each lane it adds, which the
-        // drain's watch reports; this is for a lost event), and without inotify each pass.
+        // drain's watch reports; this is for a lost event), and without inotify each pass. With
+        // inotify only the rings that found some are visited: the lane watch looks at every
+        // file's lane count each second, and idle rings' looks come spread over 30 s (visiting
+        // 2,000 idle rings at once, each one's liveness asked, was a third of their idle cost).
         if waiting.sweepIsDue(nowNanos: now, watching: wakeup.isWatching) {
             retryRetirements()
-            for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
-            findings.sweep = true  // every ring is visited this pass: those with new lanes adopt them
+            if wakeup.isWatching {
+                findings.touched += tracked.ordered.filter { $0.consumer.lookForNewLanes() }
+            } else {
+                for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
+                findings.sweep = true  // every ring is visited this pass: those with new lanes adopt them
+            }
         }
         return findings
     }

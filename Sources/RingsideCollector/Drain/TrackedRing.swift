@@ -161,14 +161,14 @@ final class TrackedRing {
     /// last 10 s, is stopped or dead (and not yet let go of), or without inotify; else every 30 s.
     func livenessInterval(nowNanos now: UInt64, watching: Bool) -> UInt64 {
         func within(_ nanos: UInt64, of time: UInt64) -> Bool { time != 0 && now &- time < nanos }
-        let live = liveness
+        // Its fields read in place: a copy of `liveness` retains its status (once a second for every ring).
         let lastActive = schedule.lastActiveNanos
         if within(DrainTiming.livenessIntervalNanos, of: lastActive)
-            || within(DrainTiming.livenessIntervalNanos, of: live.touchedNanos)
+            || within(DrainTiming.livenessIntervalNanos, of: liveness.touchedNanos)
         {
             return DrainTiming.activeLivenessIntervalNanos
         }
-        if !watching || !live.producerAlive || live.producerStopped || within(DrainTiming.recentNanos, of: lastActive) {
+        if !watching || !liveness.producerAlive || liveness.producerStopped || within(DrainTiming.recentNanos, of: lastActive) {
             return DrainTiming.livenessIntervalNanos
         }
         return DrainTiming.idleLivenessIntervalNanos
