@@ -59,7 +59,7 @@ package enum WakeBenchmark {
         let wakeText =
             "wake.*: one record at a time, each row \(tries(settings)) tries, the two rows in turn; before each a pause "
             + "of 0 to 100 ms at random after the last was shown (its phase against the poll uniform), and for the "
-            + "doorbell row until the bot's doorbell word is set (the collector announced its sleep), then the record; "
+            + "doorbell row until the bot's doorbell word is set and the drain thread has just begun a sleep (waits in ppoll, and ran since: the collector announced its sleep and sleeps), then the record; "
             + "drained = until the lane's read cursor passes it (the drain stores it once the record is aggregated "
             + "into its series: the cheapest honest point, read by this process every 20 µs, sleeping between: a spinning reader would take one of the CPUs the collector's threads wake on); "
             + "/latest = from then, until GET /latest (asked again a ms after each answer) shows the series' total_count moved (the answer's arrival), timed from the record. "
@@ -105,7 +105,7 @@ package enum WakeBenchmark {
             for index in bots.indices {
                 System.nanosleep(UInt64.random(in: 0..<100_000_000, using: &random))
                 let (bot, histogram) = bots[index]
-                if index == 0 { try waitForSleep(bot) }
+                if index == 0 { try waitForSleep(bot, collector: collector) }
                 shown[index] += 1
                 rows[index].tries.append(
                     try timeOneRecord(histogram, lane: bot.currentThreadLane, ring: bot.name, count: shown[index], collector: collector))
@@ -129,10 +129,14 @@ package enum WakeBenchmark {
         return bots
     }
 
-    /// Until the bot's doorbell is set: the collector announced its sleep.
-    static func waitForSleep(_ bot: Bot) throws(BenchError) {
+    /// Until the bot's doorbell is set and the drain thread has just begun a sleep (it waits in
+    /// `ppoll`, and has run since this began): the record comes as an idle collector's first. A
+    /// doorbell stays set across the drain's wakes, so the word alone would let it come at any
+    /// moment, mid-pass or mid-publish too, and wait for them (`wake.doorbell.drained`'s tail).
+    static func waitForSleep(_ bot: Bot, collector: WakeCollector) throws(BenchError) {
         let deadline = rs_clock_precise_ns() + 10_000_000_000
-        while !bot.doorbellIsSet {
+        let ranBefore = collector.drainSleep()?.timeslices
+        while !bot.doorbellIsSet || collector.drainSleep().map({ !$0.inPoll || $0.timeslices == ranBefore }) ?? true {
             guard rs_clock_precise_ns() < deadline else {
                 throw BenchError("the collector set no doorbell for bot \(bot.name) within 10 s (does the kernel have membarrier?)")
             }
@@ -191,6 +195,25 @@ struct WakeCollector {
             guard rs_clock_precise_ns() < deadline else { throw BenchError("bot \(ring) was not shown within \(Int(seconds)) s") }
             System.nanosleep(10_000_000)
         }
+    }
+
+    /// Whether the drain thread (`ringside-drain`) waits in `ppoll` (`/proc/PID/task/TID/syscall`,
+    /// readable by its parent: the number of the system call it is blocked in), and the times it
+    /// was given a CPU (`schedstat`'s third field); nil when they cannot be read.
+    func drainSleep() -> (inPoll: Bool, timeslices: UInt64)? {
+        guard let drain = threadCPU().first(where: { $0.name == "ringside-drain" }) else { return nil }
+        let task = "/proc/\(process.pid)/task/\(drain.tid)"
+        guard let syscall = try? String(contentsOfFile: "\(task)/syscall", encoding: .utf8),
+            let stat = try? String(contentsOfFile: "\(task)/schedstat", encoding: .utf8),
+            let third = stat.split(separator: " ").dropFirst(2).first,
+            let timeslices = UInt64(third.trimmingCharacters(in: .whitespacesAndNewlines))
+        else { return nil }
+        #if arch(x86_64)
+        let ppoll = 271
+        #else
+        let ppoll = 73  // the generic table's (arm64)
+        #endif
+        return (syscall.hasPrefix("\(ppoll) "), timeslices)
     }
 
     /// Each thread's id, name (`comm`) and CPU time (`schedstat`'s first field, in ns).

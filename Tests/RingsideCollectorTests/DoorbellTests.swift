@@ -168,6 +168,28 @@ struct DoorbellTests {
         }
     }
 
+    @Test("a doorbell still set from an earlier sleep wakes the drain asleep within its quiet spell, which sets none")
+    func settledDoorbellWakesASpell() throws {
+        try withBot("settled", options: .init(laneCapacity: 64)) { directory, bot in
+            let consumer = try Self.drainedConsumer(of: bot, in: directory)
+            let watch = LaneWatch()
+            watch.watch([consumer])
+            let rung = DispatchSemaphore(value: 0)
+            let doorbells = Self.startedDoorbells { rung.signal() }
+            defer { doorbells.stop() }
+            let start = System.monotonicNanos()
+            #expect(doorbells.announceSleep(watch: watch, nowNanos: start, plannedSleepNanos: .max) == .max)
+            doorbells.wokeUp()  // woken for something else: the doorbell stays set
+            // A pass drained another ring's records: the drain sleeps within the spell, sets nothing.
+            doorbells.noteDrained(nowNanos: start + 1)
+            let spell = doorbells.announceSleep(watch: watch, nowNanos: start + 2, plannedSleepNanos: .max)
+            #expect(spell == DrainTiming.doorbellQuietNanos - 1 && consumer.doorbellIsSet && doorbells.figures.sleeps == 1)
+            try bot.histogram("values").record(2)
+            #expect(rung.wait(timeout: .now() + 10) == .success, "the settled doorbell's ring woke the spell's sleep")
+            doorbells.wokeUp()
+        }
+    }
+
     @Test(
         "which producers ring is read once a second and when the watch changes: a producer that stops ringing keeps its doorbell until then, then is polled; a ring that comes is armed at once"
     )

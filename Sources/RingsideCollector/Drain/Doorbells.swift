@@ -88,10 +88,14 @@ final class Doorbells {
     /// records would ring at every sleep.
     func announceSleep(watch: LaneWatch, nowNanos now: UInt64, plannedSleepNanos: UInt64, lanesPaceNanos: UInt64 = .max) -> UInt64? {
         noteWakes(nowNanos: now)
-        if lanesPaceNanos < DrainTiming.doorbellBusyPaceNanos { return .max }
+        if lanesPaceNanos < DrainTiming.doorbellBusyPaceNanos {
+            sleepsWithoutSetting()
+            return .max
+        }
         let quiet = max(min(plannedSleepNanos, DrainTiming.doorbellQuietNanos), DrainTiming.minimumSleepNanos)
         let lastActive = max(lastWakeNanos, lastRecordsNanos)
         if lastActive != 0, now &- lastActive < quiet {
+            sleepsWithoutSetting()
             return quiet - (now &- lastActive)
         }
         let consumers = watch.watchedConsumers.count
@@ -143,6 +147,15 @@ final class Doorbells {
             addresses = addresses.dropFirst(DoorbellWaiter.maxWords)
         }
         return .max
+    }
+
+    /// The drain sleeps without setting doorbells (busy, or within the quiet spell): those still
+    /// set from an earlier sleep (settled) wake it all the same, each once until it is set again.
+    /// A producer that writes all along has taken its own, and is drained at its lanes' pace.
+    private func sleepsWithoutSetting() {
+        guard !waiters.isEmpty else { return }
+        for waiter in waiters { waiter.drainSleeps() }
+        announced = true
     }
 
     /// After a sleep: the waiters are told that a doorbell found clear from now on is not a ring
@@ -250,6 +263,17 @@ final class DoorbellWaiter: Sendable {
 
     /// The drain woke: doorbells it clears from now on are not rings. The thread is left waiting.
     func drainWoke() { watched.withLock { $0.drainAsleep = false } }
+
+    /// The drain sleeps on the list the thread already has (it set no doorbell anew): a doorbell
+    /// found clear from now on is a ring. The thread is woken to wait on its list only if it does
+    /// not already (it waited on its own word while the drain was awake).
+    func drainSleeps() {
+        let idle = watched.withLock { watched in
+            watched.drainAsleep = true
+            return !watched.waitingOnList && !watched.addresses.isEmpty
+        }
+        if idle { bump(nil) }
+    }
 
     /// Takes `addresses` (nil: the same), bumps the generation and wakes the thread.
     private func bump(_ addresses: [UInt64]?) {
