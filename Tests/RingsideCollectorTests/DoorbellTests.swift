@@ -190,6 +190,36 @@ struct DoorbellTests {
         }
     }
 
+    @Test("every lane is looked at within 10 s, a busy drain's too: a 1 planted back after a record hides it no longer")
+    func wholeLookReachesABusyDrain() throws {
+        try withBot("planted", options: .init(laneCapacity: 64)) { directory, bot in
+            let consumer = try Self.drainedConsumer(of: bot, in: directory)
+            let watch = LaneWatch()
+            watch.watch([consumer])
+            var (moved, counted) = ([false], [false])
+            let doorbells = Self.startedDoorbells()
+            defer { doorbells.stop() }
+            let start = System.monotonicNanos()
+            #expect(doorbells.announceSleep(watch: watch, nowNanos: start, plannedSleepNanos: .max) == .max)
+            doorbells.wokeUp()
+            try bot.histogram("values").record(2)
+            consumer.armDoorbell()  // planted back after the record took it: the settled word hides the record
+            watch.markMoved(&moved, counted: &counted)
+            #expect(moved == [false])
+            // A busy drain (a lane filling fast) sets none; within 10 s the record stays hidden, then not.
+            let busy: UInt64 = 16_000_000
+            _ = doorbells.announceSleep(watch: watch, nowNanos: start + 1, plannedSleepNanos: .max, lanesPaceNanos: busy)
+            doorbells.wokeUp()
+            watch.markMoved(&moved, counted: &counted)
+            #expect(moved == [false])
+            _ = doorbells.announceSleep(
+                watch: watch, nowNanos: start + DrainTiming.settledLookNanos, plannedSleepNanos: .max, lanesPaceNanos: busy)
+            doorbells.wokeUp()
+            watch.markMoved(&moved, counted: &counted)
+            #expect(moved == [true], "looked at after 10 s")
+        }
+    }
+
     @Test(
         "which producers ring is read once a second and when the watch changes: a producer that stops ringing keeps its doorbell until then, then is polled; a ring that comes is armed at once"
     )

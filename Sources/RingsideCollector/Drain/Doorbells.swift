@@ -88,6 +88,12 @@ final class Doorbells {
     /// records would ring at every sleep.
     func announceSleep(watch: LaneWatch, nowNanos now: UInt64, plannedSleepNanos: UInt64, lanesPaceNanos: UInt64 = .max) -> UInt64? {
         noteWakes(nowNanos: now)
+        // Now and then every lane is looked at, a busy drain's too (it sets none anew meanwhile):
+        // unsettled, the doorbells' lanes are looked at each pass until a sleep settles them again.
+        if now &- wholeLookNanos >= DrainTiming.settledLookNanos {
+            watch.unsettleDoorbells()
+            wholeLookNanos = now
+        }
         if lanesPaceNanos < DrainTiming.doorbellBusyPaceNanos {
             sleepsWithoutSetting()
             return .max
@@ -105,10 +111,6 @@ final class Doorbells {
             return .max
         }
         readRingers(watch: watch, nowNanos: now)
-        if now &- wholeLookNanos >= DrainTiming.settledLookNanos {
-            watch.unsettleDoorbells()
-            wholeLookNanos = now
-        }
         // Within the list whatever watch is passed (the drain passes its one, as it was read from).
         let setAnew = watch.armDoorbells(ringers.filter { $0 < consumers })
         var addresses = watch.armedDoorbellAddresses[...]
