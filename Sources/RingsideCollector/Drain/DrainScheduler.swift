@@ -170,8 +170,11 @@ final class DrainScheduler {
             let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
             if forced || ring.isObservationDue(nowNanos: now, interval: interval) {
                 pass.changed = tracker.observe(ring, nowNanos: now) || pass.changed
+                // Asked again: the look may have found it dead or stopped, asked after more often.
+                watched.visited(index, interval: ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching))
+            } else {
+                watched.visited(index, interval: interval)
             }
-            watched.visited(index, interval: interval)
             // A bot attached moments ago may be adding its first lanes after the file event that
             // had it attached: look for them every pass until the moment has passed.
             let isNew = now &- ring.liveness.attachedNanos < DrainTiming.newRingNanos
