@@ -75,12 +75,11 @@ struct LaneWatchTests {
     @Test("a settled doorbell's lanes are passed over while it holds; a record, a planted clear, or unsettling brings them back")
     func settledDoorbells() throws {
         try withRingDirectory { directory in
-            let quiet = try Bot.attach("quiet", directory: directory.path)
-            let busy = try Bot.attach("busy", directory: directory.path)
-            let quietValues = try quiet.histogram("latency"), busyValues = try busy.histogram("latency")
-            quietValues.record(1)
-            busyValues.record(1)
-            let consumers = [try RingConsumer("quiet", directory: directory), try RingConsumer("busy", directory: directory)]
+            let bots = try ["quiet", "busy"].map { try Bot.attach($0, directory: directory.path) }
+            let values = try bots.map { try $0.histogram("latency") }
+            for histogram in values { histogram.record(1) }
+            let (quietValues, busyValues) = (values[0], values[1])
+            let consumers = try bots.map { try RingConsumer($0.name, directory: directory) }
             for consumer in consumers {
                 consumer.lookForNewLanes()
                 try consumer.drain { _, _ in }
