@@ -7,26 +7,22 @@ extension MappedRingFile {
     private static let doorbellOffset = MemoryLayout<rs_header>.offset(of: \.doorbell)!
     private static let ringsDoorbellOffset = MemoryLayout<rs_header>.offset(of: \.rings_doorbell)!
 
-    private var doorbell: UnsafeMutablePointer<UInt32> { field(Self.doorbellOffset, as: UInt32.self) }
-
     /// Whether the attached process says it rings the doorbell (relaxed: a hint; a producer that
     /// does not ring is drained at the poll all the same).
-    var ringsDoorbell: Bool { rs_load_relaxed_u32(field(Self.ringsDoorbellOffset, as: UInt32.self)) != 0 }
+    var ringsDoorbell: Bool { watchedRingsDoorbell().hint != 0 }
 
     /// The doorbell's address, for a futex wait on it (the kernel reads it, never Swift).
-    var doorbellAddress: UInt64 { UInt64(UInt(bitPattern: doorbell)) }
+    var doorbellAddress: UInt64 { watchedDoorbell().futexAddress }
 
     /// Sets the doorbell: the consumer is about to sleep (the announcement's barrier comes after).
-    func armDoorbell() { rs_store_relaxed_u32(doorbell, 1) }
+    func armDoorbell() { watchedDoorbell().arm() }
 
-    /// Clears the doorbell if it is still set (the consumer woke for another reason), so that no
-    /// producer rings a consumer that is awake. Only loads while it is clear: no line written.
-    func disarmDoorbell() {
-        if rs_load_relaxed_u32(doorbell) != 0 { rs_store_relaxed_u32(doorbell, 0) }
-    }
+    /// Clears the doorbell if it is still set (the consumer no longer waits on it). Only loads
+    /// while it is clear: no line written.
+    func disarmDoorbell() { watchedDoorbell().disarm() }
 
     /// Whether the doorbell is set (tests, and the dump).
-    var doorbellIsSet: Bool { rs_load_relaxed_u32(doorbell) != 0 }
+    var doorbellIsSet: Bool { watchedDoorbell().isSet }
 
     /// `rings_doorbell`, to be read in a tight loop (`LaneWatch`): valid while this file is open.
     func watchedRingsDoorbell() -> WatchedHeaderWord {
@@ -35,7 +31,7 @@ extension MappedRingFile {
 
     /// The doorbell, to be set, cleared and looked at in tight loops beside the lanes' cursors
     /// (`LaneWatch`): valid while this file is open, which its holder guarantees.
-    func watchedDoorbell() -> WatchedDoorbell { WatchedDoorbell(address: doorbell) }
+    func watchedDoorbell() -> WatchedDoorbell { WatchedDoorbell(address: field(Self.doorbellOffset, as: UInt32.self)) }
 
     /// The header's `doorbell`, kept by address (see `WatchedCursor`).
     struct WatchedDoorbell {
@@ -43,7 +39,7 @@ extension MappedRingFile {
 
         fileprivate init(address: UnsafeMutablePointer<UInt32>) { self.address = address }
 
-        /// Relaxed, as `armDoorbell` and `disarmDoorbell`: the announcement's barrier orders them.
+        /// Relaxed: the announcement's barrier orders them (DOORBELL in ringside.h).
         var isSet: Bool { rs_load_relaxed_u32(address) != 0 }
         func arm() { rs_store_relaxed_u32(address, 1) }
         func disarm() { if isSet { rs_store_relaxed_u32(address, 0) } }
