@@ -36,6 +36,9 @@ extension SeriesSnapshot {
             yield &storage.fields[0].metric
         }
     }
+    /// The metric's gauge merge, read in place: the drain asks it of every gauge record, and the
+    /// whole descriptor's copy retained its strings.
+    @inlinable package var gaugeMerge: GaugeMerge { storage.fields[place].metric.gaugeMerge }
     @inlinable package var id: UInt64 {
         get { storage.fields[place].id }
         _modify {

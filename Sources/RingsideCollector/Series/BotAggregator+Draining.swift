@@ -157,12 +157,9 @@ extension BotAggregator {
             switch address.kind {
             case MetricKind.histogram.rawValue:
                 if address.isSigned {
-                    tables.signedHistograms[address.slot].windows.record(
-                        OffsetBinary.value(record.value), count: address.weight, atNanos: time)
-                    tables.signedHistograms[address.slot].touched = true
+                    tables.signedHistograms[address.slot].record(OffsetBinary.value(record.value), count: address.weight, atNanos: time)
                 } else {
-                    tables.histograms[address.slot].windows.record(record.value, count: address.weight, atNanos: time)
-                    tables.histograms[address.slot].touched = true
+                    tables.histograms[address.slot].record(record.value, count: address.weight, atNanos: time)
                 }
                 // A record written while its lane filled stands, in its bucket, for the 2^k - 1
                 // calls gathered before it, counted already (SAMPLING in ringside.h).

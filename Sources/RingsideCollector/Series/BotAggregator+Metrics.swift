@@ -118,7 +118,7 @@ extension BotAggregator {
 
     /// The gauge policy of the series an address leads to (`.last` for other kinds).
     private func policy(of address: SeriesAddress) -> GaugeMerge {
-        address.kind == MetricKind.gauge.rawValue ? tables.gauges[address.slot].metric.gaugeMerge : .last
+        address.kind == MetricKind.gauge.rawValue ? tables.gauges[address.slot].gaugeMerge : .last
     }
 
     /// The metric of the series an address leads to.

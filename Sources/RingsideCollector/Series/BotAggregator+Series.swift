@@ -137,6 +137,8 @@ extension BotAggregator {
 
         /// Its metric: kept once, in its snapshot.
         var metric: MetricDescriptor { cached.metric }
+        /// Its metric's gauge merge, without a copy of the metric.
+        var gaugeMerge: GaugeMerge { cached.gaugeMerge }
 
         /// Keeps `sampled`, source `source`'s cells as just read, and merges.
         /// - Returns: how much the source's total grew, and whether the merged cells changed.
@@ -212,8 +214,8 @@ extension BotAggregator {
                     latest = source.changedNanos
                 }
             }
-            if metric.gaugeMerge.combinesLiveSources {
-                merged.lastValue = metric.gaugeMerge.combine(sourceCells.lazy.map { $0?.cells.lastValue })
+            if gaugeMerge.combinesLiveSources {
+                merged.lastValue = gaugeMerge.combine(sourceCells.lazy.map { $0?.cells.lastValue })
             }
             guard merged != cells else { return false }
             mergedCells.value = merged
@@ -242,18 +244,35 @@ extension BotAggregator {
     }
 }
 
+extension BotAggregator.Series where Windows == WindowedHistogram {
+    /// Takes a histogram's record: its windows count it, and the series is marked touched, in one
+    /// access to the series (the drain makes one for every record; two checked its table's storage twice).
+    mutating func record(_ value: UInt64, count: UInt64, atNanos time: UInt64) {
+        windows.record(value, count: count, atNanos: time)
+        touched = true
+    }
+}
+
+extension BotAggregator.Series where Windows == WindowedSignedHistogram {
+    /// As an unsigned histogram's `record`, for a signed value.
+    mutating func record(_ value: Int64, count: UInt64, atNanos time: UInt64) {
+        windows.record(value, count: count, atNanos: time)
+        touched = true
+    }
+}
+
 extension BotAggregator.Series where Windows == WindowedGauge {
     /// Takes a gauge's record from `source`: its windows see the value set, or, for a gauge merged
     /// by sum, max or min, that merge over the sources' last recorded values.
     mutating func set(_ value: Double, from source: Int, atNanos time: UInt64) {
         touched = true
-        guard metric.gaugeMerge.combinesLiveSources else {
+        guard gaugeMerge.combinesLiveSources else {
             windows.set(value, atNanos: time)
             return
         }
         if recordedValues.count <= source { recordedValues += Array(repeating: nil, count: source + 1 - recordedValues.count) }
         recordedValues[source] = value
-        if let merged = metric.gaugeMerge.combine(recordedValues) { windows.set(merged, atNanos: time) }
+        if let merged = gaugeMerge.combine(recordedValues) { windows.set(merged, atNanos: time) }
     }
 }
 
