@@ -10,7 +10,7 @@ package typealias RingRecord = rs_record
 extension RingRecord {
     /// k: 2^k - 1 calls of its metric were gathered on its lane before it (SAMPLING in
     /// `ringside.h`); 0 unsampled.
-    package var weightLog2: Int { Int(flags) >> Int(RS_FLAG_WEIGHT_SHIFT) }
+    @inlinable package var weightLog2: Int { Int(flags) >> Int(RS_FLAG_WEIGHT_SHIFT) }
     /// The gathered calls whose bucket the record stands for: 2^k - 1 (they are counted from the
     /// lane's gather cells, not from the record, which is one call).
     package var gatheredBefore: UInt64 { (1 << UInt64(weightLog2)) - 1 }

@@ -101,6 +101,10 @@ extension BotAggregator {
     /// before a record that names a metric not known yet and returns how many it took, so `drain`
     /// can read the registry again. A value's exemplar is put back together from the exemplar
     /// records after it (see `ExemplarAssembler`), and kept by its series.
+    ///
+    /// The loop holds the common record (a valid value of a series kept, no exemplar, no gathered
+    /// calls beside it); the rest goes to functions of their own, so the loop's few values stay in
+    /// registers (inlined, the rare paths' made it spill them on every record).
     private mutating func consume(
         _ records: UnsafeBufferPointer<RingRecord>, source: Int, lane: Int, of consumer: RingConsumer, firstCursor: UInt64,
         nowNanos now: UInt64
@@ -109,77 +113,103 @@ extension BotAggregator {
         let latest = now
         if let first = records.first { oldestInLastBatchNanos = min(first.timestamp_ns, now) }
         let addresses = sources[source].addresses
-        var rejected: UInt64 = 0, refused: UInt64 = 0
+        var tally = Tally()
         defer {
-            sources[source].rejected &+= rejected
-            sources[source].refusedRecords &+= refused
+            sources[source].rejected &+= tally.rejected
+            sources[source].refusedRecords &+= tally.refused
         }
         var assembling = sources[source].exemplars.isPending(lane: lane)
         for index in records.indices {
             let record = records[index]
+            let cursor = firstCursor &+ UInt64(index)
             if record.kind == ExemplarAssembler.exemplarKind {
-                let outcome = sources[source].exemplars.take(record, at: firstCursor &+ UInt64(index), lane: lane)
-                switch outcome {
-                case .part: break
-                case .complete(let slot, let value, let time, let labels):
-                    keepExemplar(
-                        slot: slot, value: value, timeNanos: min(time, latest), labels: labels, source: source, lane: lane, of: consumer)
-                case .unwanted: refused += 1
-                case .stray: rejected += 1
-                case .malformed(let parts): rejected += UInt64(parts)
-                }
-                assembling = outcome == .part
+                assembling = takeExemplarPart(
+                    record, at: cursor, source: source, lane: lane, of: consumer, latestNanos: latest, tally: &tally)
                 continue
             }
             if assembling {
                 // The rest of an exemplar never came: a producer writes them together.
-                if sources[source].exemplars.abandon(lane: lane) { rejected += 1 }
+                if sources[source].exemplars.abandon(lane: lane) { tally.rejected += 1 }
                 assembling = false
             }
             let metric = Int(record.metric)
             guard metric < addresses.count else { return index }
             let address = addresses[metric]
-            let cursor = firstCursor &+ UInt64(index)
             // The format's one verdict (`RingRecord.fault`, as ringside-dump check's): a record no
             // producer writes (a counter's, another kind than its metric's, unknown flags) is invalid.
             guard record.fault(at: cursor, registeredAs: MetricKind(rawValue: address.kind)) == nil else {
-                rejected += 1
+                tally.rejected += 1
                 continue
             }
             if address.slot < 0 {
-                refused += 1  // a valid record of a series refused at the cap, or retired (RETIRING A SERIES)
-                if record.carriesExemplar {
-                    assembling = sources[source].exemplars.begin(record, at: cursor, lane: lane, slot: nil)
-                }
+                tally.refused += 1  // a valid record of a series refused at the cap, or retired (RETIRING A SERIES)
+                if record.carriesExemplar { assembling = beginExemplar(record, at: cursor, source: source, lane: lane, slot: nil) }
                 continue
             }
             let time = min(record.timestamp_ns, latest)
-            switch address.kind {
-            case MetricKind.histogram.rawValue:
-                if address.isSigned {
-                    tables.signedHistograms[address.slot].record(OffsetBinary.value(record.value), count: address.weight, atNanos: time)
-                } else {
-                    tables.histograms[address.slot].record(record.value, count: address.weight, atNanos: time)
-                }
-                // A record written while its lane filled stands, in its bucket, for the 2^k - 1
-                // calls gathered before it, counted already (SAMPLING in ringside.h).
-                if record.weightLog2 > 0 {
-                    var gathered = GatherPlacement()
-                    swap(&gathered, &sources[source].gathered)  // moved out, not copied: the tables change meanwhile
-                    gathered.placeBeside(record, lane: lane, timeNanos: time) { value, calls in
-                        place(value, count: calls, address: address, atNanos: time)
-                    }
-                    swap(&gathered, &sources[source].gathered)
-                }
-                // No producer writes an exemplar with a signed value: its records are rejected, one by one.
-                if record.carriesExemplar, !address.isSigned {
-                    assembling = sources[source].exemplars.begin(record, at: cursor, lane: lane, slot: address.slot)
-                }
-            default:
+            guard address.kind == MetricKind.histogram.rawValue else {
                 tables.gauges[address.slot].set(Double(bitPattern: record.value), from: source, atNanos: time)
+                continue
+            }
+            if address.isSigned {
+                tables.signedHistograms[address.slot].record(OffsetBinary.value(record.value), count: address.weight, atNanos: time)
+            } else {
+                tables.histograms[address.slot].record(record.value, count: address.weight, atNanos: time)
+            }
+            // A record written while its lane filled stands, in its bucket, for the 2^k - 1
+            // calls gathered before it, counted already (SAMPLING in ringside.h).
+            if record.weightLog2 > 0 { placeGathered(beside: record, lane: lane, timeNanos: time, address: address, source: source) }
+            // No producer writes an exemplar with a signed value: its records are rejected, one by one.
+            if record.carriesExemplar, !address.isSigned {
+                assembling = beginExemplar(record, at: cursor, source: source, lane: lane, slot: address.slot)
             }
         }
         return records.count
+    }
+
+    /// What `consume` counts of a batch's records, added to its source's figures once.
+    private struct Tally {
+        var rejected: UInt64 = 0
+        var refused: UInt64 = 0
+    }
+
+    /// Takes an exemplar's record (a part of the exemplar after its value); returns whether more
+    /// parts are to come. A complete exemplar is kept by its series.
+    @inline(never)
+    private mutating func takeExemplarPart(
+        _ record: RingRecord, at cursor: UInt64, source: Int, lane: Int, of consumer: RingConsumer, latestNanos latest: UInt64,
+        tally: inout Tally
+    ) -> Bool {
+        let outcome = sources[source].exemplars.take(record, at: cursor, lane: lane)
+        switch outcome {
+        case .part: break
+        case .complete(let slot, let value, let time, let labels):
+            keepExemplar(slot: slot, value: value, timeNanos: min(time, latest), labels: labels, source: source, lane: lane, of: consumer)
+        case .unwanted: tally.refused += 1
+        case .stray: tally.rejected += 1
+        case .malformed(let parts): tally.rejected += UInt64(parts)
+        }
+        return outcome == .part
+    }
+
+    /// Begins the exemplar whose value `record` carries (`slot`: its series; nil: not wanted);
+    /// returns whether its parts are to come.
+    @inline(never)
+    private mutating func beginExemplar(_ record: RingRecord, at cursor: UInt64, source: Int, lane: Int, slot: Int?) -> Bool {
+        sources[source].exemplars.begin(record, at: cursor, lane: lane, slot: slot)
+    }
+
+    /// Places the calls gathered before `record` (its weight, SAMPLING in ringside.h) in its series.
+    @inline(never)
+    private mutating func placeGathered(
+        beside record: RingRecord, lane: Int, timeNanos time: UInt64, address: SeriesAddress, source: Int
+    ) {
+        var gathered = GatherPlacement()
+        swap(&gathered, &sources[source].gathered)  // moved out, not copied: the tables change meanwhile
+        gathered.placeBeside(record, lane: lane, timeNanos: time) { value, calls in
+            place(value, count: calls, address: address, atNanos: time)
+        }
+        swap(&gathered, &sources[source].gathered)
     }
 
     /// Keeps an exemplar put back together from lane `lane` of `source` in histogram `slot`'s
