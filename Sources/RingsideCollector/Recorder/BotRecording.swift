@@ -47,12 +47,17 @@ final class BotRecording {
         guard !records.isEmpty else { return }
         // The span of the raw times, then clamped (clamping keeps their order); one loop, which
         // a micro-benchmark found faster than `append(contentsOf:)` of a lazy map (2.7 ns a record, not 5 to 7).
+        // Appended to the chunk moved out of the class: a class's property appended to in the
+        // loop has its exclusive access checked at run time on every record.
         var first = UInt64.max, last: UInt64 = 0
+        var chunk = ContiguousArray<TraceRecord>()
+        swap(&chunk, &open)
         for record in records {
             first = min(first, record.timestamp_ns)
             last = max(last, record.timestamp_ns)
-            open.append(TraceRecord(source: source, lane: lane, record: record))
+            chunk.append(TraceRecord(source: source, lane: lane, record: record))
         }
+        swap(&chunk, &open)
         openFirstNanos = min(openFirstNanos, min(max(first, floor), now))
         openLastNanos = max(openLastNanos, min(max(last, floor), now))
     }
