@@ -46,9 +46,9 @@ final class BotRecording {
     func append(_ records: UnsafeBufferPointer<RingRecord>, source: UInt32, lane: UInt32, floorNanos floor: UInt64, nowNanos now: UInt64) {
         guard !records.isEmpty else { return }
         // The span of the raw times, then clamped (clamping keeps their order); one loop, which
-        // a micro-benchmark found faster than `append(contentsOf:)` of a lazy map (2.7 ns a record, not 5 to 7).
-        // Appended to the chunk moved out of the class: a class's property appended to in the
-        // loop has its exclusive access checked at run time on every record.
+        // a micro-benchmark found faster than `append(contentsOf:)` of a lazy map (2.7 ns a record,
+        // not 5 to 7), into the chunk moved out of the class: appended to as the class's property,
+        // its exclusive access was checked at run time on every record.
         var first = UInt64.max, last: UInt64 = 0
         var chunk = ContiguousArray<TraceRecord>()
         swap(&chunk, &open)

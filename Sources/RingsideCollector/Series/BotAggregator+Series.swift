@@ -245,8 +245,8 @@ extension BotAggregator {
 }
 
 extension BotAggregator.Series where Windows == WindowedHistogram {
-    /// Takes a histogram's record: its windows count it, and the series is marked touched, in one
-    /// access to the series (the drain makes one for every record; two checked its table's storage twice).
+    /// Takes a histogram's record: its windows count it and the series is marked touched, in one
+    /// access to the series (the drain's every record; two accesses checked the table unique twice).
     mutating func record(_ value: UInt64, count: UInt64, atNanos time: UInt64) {
         windows.record(value, count: count, atNanos: time)
         touched = true
