@@ -7,9 +7,10 @@ import Synchronization
 // The history as it was before its points were kept in compact blocks (issue 44), kept here as
 // the model `HistoryModelTests` checks the store's answers against: a fixed ring buffer of
 // `retentionSeconds` points of every series, each its second and five numbers. Only its
-// names changed (and it matches a query itself); it hands its points to the store's code that
-// assembles an answer and aggregates it by step (`HistoryPointSource`), so that what it checks is
-// what the store keeps, drops and refuses.
+// names changed (and it matches a query itself); it takes snapshots by the store's
+// `HistoryClock` and hands its points to the store's code that assembles an answer and
+// aggregates it by step (`HistoryPointSource`), so that what it checks is what the store keeps,
+// drops and refuses.
 
 /// Whether `history` is one of the series `query` selects (`HistoryQuery.matches`, as it was).
 private func matches(_ query: HistoryQuery, _ history: ReferenceSeriesHistory) -> Bool {
@@ -53,23 +54,16 @@ final class ReferenceHistoryStore: Sendable {
 
     /// The generation of the last snapshot taken in: answers to a query change only when it moves.
     var generation: UInt64 {
-        state.withLock { $0.lastGeneration }
+        state.withLock { $0.clock.lastGeneration }
     }
 
     /// Takes in a snapshot; returns at once when its generation was already recorded.
     func record(_ snapshot: Snapshot) {
-        let realSecond = Int64(snapshot.generatedRealtimeNanos / 1_000_000_000)
-        guard realSecond > 0, realSecond <= Int64(UInt32.max) else { return }
-        let positions = [0.5, 0.99, 0.999].map { q in snapshot.quantiles.firstIndex(where: { abs($0 - q) < 1e-12 }) }
         let capacity = retentionSeconds
         let maxSeries = maxSeries
         state.withLock { state in
-            guard snapshot.generation != state.lastGeneration else { return }
-            state.lastGeneration = snapshot.generation
+            guard let (second, positions) = state.clock.take(snapshot) else { return }
             let generation = snapshot.generation
-            // The clock may step back: a point never goes before the newest one.
-            let second = max(realSecond, state.newestSecond)
-            state.newestSecond = second
             var newSeries: [Int] = []
             for (position, series) in snapshot.series.enumerated() {
                 if let slot = state.index[series.id] {
@@ -118,15 +112,14 @@ final class ReferenceHistoryStore: Sendable {
             from: query.from, to: query.to, step: query.step, retentionSeconds: retentionSeconds,
             seriesCap: maxSeries)
         state.withLock { state in
-            answer.collect(state.slots, refused: state.refused, newestSecond: state.newestSecond) { matches(query, $0) }
+            answer.collect(state.slots, refused: state.refused, newestSecond: state.clock.newestSecond) { matches(query, $0) }
         }
         answer.sortSeries()
         return answer
     }
 
     private struct State {
-        var lastGeneration: UInt64 = 0
-        var newestSecond: Int64 = 0
+        var clock = HistoryClock()
         var lastSweepSecond: Int64 = 0
         var slots: [ReferenceSeriesHistory] = []
         var index: [UInt64: Int] = [:]

@@ -67,7 +67,7 @@ package final class HistoryStore: Sendable {
 
     /// The generation of the last snapshot taken in: answers to a query change only when it moves.
     package var generation: UInt64 {
-        state.withLock { $0.lastGeneration }
+        state.withLock { $0.clock.lastGeneration }
     }
 
     /// Takes in a snapshot; returns at once when its generation was already recorded.
@@ -79,17 +79,10 @@ package final class HistoryStore: Sendable {
     /// series of the snapshot looked up. A series' id is unique in a snapshot, as the publisher
     /// makes them.
     package func record(_ snapshot: Snapshot) {
-        let realSecond = Int64(snapshot.generatedRealtimeNanos / 1_000_000_000)
-        guard realSecond > 0, realSecond <= Int64(UInt32.max) else { return }
-        let positions = [0.5, 0.99, 0.999].map { q in snapshot.quantiles.firstIndex(where: { abs($0 - q) < 1e-12 }) }
         let retention = retentionSeconds
         let maxSeries = maxSeries
         state.withLock { state in
-            guard snapshot.generation != state.lastGeneration else { return }
-            state.lastGeneration = snapshot.generation
-            // The clock may step back: a point never goes before the newest one.
-            let second = max(realSecond, state.newestSecond)
-            state.newestSecond = second
+            guard let (second, positions) = state.clock.take(snapshot) else { return }
             let moment = Moment(second: second, generation: snapshot.generation, positions: positions)
             let all = snapshot.series
             let new =
@@ -111,7 +104,7 @@ package final class HistoryStore: Sendable {
         var answer = HistoryAnswer(
             from: query.from, to: query.to, step: query.step, retentionSeconds: retentionSeconds,
             seriesCap: maxSeries)
-        state.withLock { answer.collect($0.slots, refused: $0.refused, newestSecond: $0.newestSecond, where: query.matches) }
+        state.withLock { answer.collect($0.slots, refused: $0.refused, newestSecond: $0.clock.newestSecond, where: query.matches) }
         answer.sortSeries()
         return answer
     }
@@ -135,8 +128,7 @@ package final class HistoryStore: Sendable {
         /// What a series takes in `index`: a key and a value, in a table kept at most 3/4 full.
         static let indexBytesPerEntry = 24
 
-        var lastGeneration: UInt64 = 0
-        var newestSecond: Int64 = 0
+        var clock = HistoryClock()
         var lastSweepSecond: Int64 = 0
         var slots: [SeriesHistory] = []
         var index: [UInt64: Int] = [:]
@@ -243,5 +235,23 @@ package final class HistoryStore: Sendable {
                 }
             }
         }
+    }
+}
+
+/// Which snapshots a history takes in, and at which second: each generation once, at the second
+/// it was made, never before the newest point (the realtime clock may step back).
+struct HistoryClock {
+    private(set) var lastGeneration: UInt64 = 0
+    private(set) var newestSecond: Int64 = 0
+
+    /// The second `snapshot`'s points go at, and where p50, p99 and p999 are in its quantiles (nil
+    /// where it has not that quantile); nil when its generation was taken in already, or its time
+    /// is not one a point's 32-bit second holds.
+    mutating func take(_ snapshot: Snapshot) -> (second: Int64, positions: [Int?])? {
+        let realSecond = Int64(snapshot.generatedRealtimeNanos / 1_000_000_000)
+        guard realSecond > 0, realSecond <= Int64(UInt32.max), snapshot.generation != lastGeneration else { return nil }
+        lastGeneration = snapshot.generation
+        newestSecond = max(realSecond, newestSecond)
+        return (newestSecond, [0.5, 0.99, 0.999].map { q in snapshot.quantiles.firstIndex(where: { abs($0 - q) < 1e-12 }) })
     }
 }
