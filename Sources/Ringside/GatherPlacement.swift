@@ -5,14 +5,17 @@
 /// waiting first. Calls that no record will stand for (the lane stopped sampling, or its thread
 /// went idle, exited or was killed) are placed once the lane's records are all drained.
 ///
-/// Placed where: spread evenly over the values of the last `neighbours` weighted records of their
-/// lane and metric drained since its calls last all found a place (the record that stands for them
-/// the last), and, for calls no record stands for, the cell's latest value with them. One value
-/// standing for up to 32,767 calls, or the calls left over piled at one latest value, moved the
-/// quantiles of a burst whose values drift by several percent (issue 70); spread over their
-/// neighbours, which a lane writes close together in time, they hold within 1 %.
+/// Placed where: spread evenly over the values of the last `neighbours` records of their lane and
+/// metric drained since its calls last all found a place (the record that stands for them the
+/// last), weighted or not, and, for calls no record stands for, the cell's latest value with them.
+/// One value standing for up to 32,767 calls, or the calls left over piled at one latest value,
+/// moved the quantiles of a burst whose values drift by several percent (issue 70); spread over the
+/// weighted neighbours alone, a lane's last records before its drain stood for most of its calls,
+/// and a quantile drew on a third of the records' information; over every neighbour, all of it
+/// (`ringside-bench burst`).
 ///
-/// A drain: `placeBeside` for each record drained, then `take` what `RingConsumer.takeGathered`
+/// A drain: `placeBeside` for each weighted record drained (with the batch's records before it,
+/// which it takes its unweighted neighbours from), then `take` what `RingConsumer.takeGathered`
 /// hands over (the calls a record drained before it owed come first), then `placeUnclaimed`.
 package struct GatherPlacement {
     /// A lane and a metric (its registry index).
@@ -22,14 +25,16 @@ package struct GatherPlacement {
     }
 
     /// A lane's calls of one metric taken and not placed yet, its cell's latest value, what
-    /// records drained before their calls were taken stand for (placed at the next `take`), and
-    /// the values of the last weighted records drained (a ring, `nextRecent` its oldest once full).
+    /// records drained before their calls were taken stand for (placed at the next `take`), the
+    /// values of the last records drained (a ring, `nextRecent` its oldest once full), and the
+    /// cursor after the last of them.
     private struct Waiting {
         var calls: UInt64 = 0
         var latest: UInt64 = 0
         var owed: [(timeNanos: UInt64, calls: UInt64)] = []
         var recent: [UInt64] = []
         var nextRecent = 0
+        var rememberedUpTo: UInt64 = 0
 
         mutating func remember(_ value: UInt64) {
             if recent.count < GatherPlacement.neighbours {
@@ -37,6 +42,22 @@ package struct GatherPlacement {
             } else {
                 recent[nextRecent] = value
                 nextRecent = (nextRecent + 1) % recent.count
+            }
+        }
+
+        /// Remembers, oldest first, the records of `record`'s metric and kind in `earlier` (the
+        /// first at cursor `firstCursor`) not remembered yet, of the last `lookBack`: a producer
+        /// writes them, weighted or not, close together in time.
+        mutating func rememberNeighbours(of record: RingRecord, in earlier: UnsafeBufferPointer<RingRecord>, firstCursor: UInt64) {
+            let kind = MetricKind(rawValue: record.kind)
+            let start = max(earlier.count - GatherPlacement.lookBack, 0)
+            for index in start..<earlier.count {
+                let cursor = firstCursor &+ UInt64(index)
+                let neighbour = earlier[index]
+                guard cursor >= rememberedUpTo, neighbour.metric == record.metric, neighbour.kind == record.kind,
+                    neighbour.fault(at: cursor, registeredAs: kind) == nil
+                else { continue }
+                remember(neighbour.value)
             }
         }
 
@@ -55,8 +76,12 @@ package struct GatherPlacement {
         }
     }
 
-    /// The weighted records over whose values a lane's gathered calls of one metric are spread.
-    package static let neighbours = 16
+    /// The records over whose values a lane's gathered calls of one metric are spread: more than
+    /// a 32-record lane keeps between two drains (16 held a burst's p99 1.2 times as far off).
+    package static let neighbours = 32
+    /// The records of a batch looked back over for a weighted record's unweighted neighbours, at
+    /// most: a bound on the work a record of one metric among many others costs.
+    package static let lookBack = 2 * neighbours
 
     private var waiting: [Key: Waiting] = [:]
 
@@ -68,13 +93,18 @@ package struct GatherPlacement {
     /// Hands `place` the gathered calls `record` (drained from lane `lane`, stamped `timeNanos`)
     /// stands for besides itself that can be placed now, spread over its neighbours' values and its
     /// own: of its 2^k - 1, as many as wait. The rest are owed, placed by the next `take`.
+    /// `earlier` is the batch's records before it, the first at cursor `firstCursor`: those of
+    /// its metric it finds valid (`RingRecord.fault`) are its neighbours too.
     package mutating func placeBeside(
-        _ record: RingRecord, lane: Int, timeNanos: UInt64, place: (_ value: UInt64, _ calls: UInt64) -> Void
+        _ record: RingRecord, after earlier: UnsafeBufferPointer<RingRecord>, firstCursor: UInt64, lane: Int,
+        timeNanos: UInt64, place: (_ value: UInt64, _ calls: UInt64) -> Void
     ) {
         guard record.weightLog2 > 0 else { return }
         let key = Key(lane: lane, metric: Int(record.metric))
         var entry = waiting.removeValue(forKey: key) ?? Waiting()  // moved out, not copied
+        entry.rememberNeighbours(of: record, in: earlier, firstCursor: firstCursor)
         entry.remember(record.value)
+        entry.rememberedUpTo = firstCursor &+ UInt64(earlier.count) &+ 1
         let placed = min(entry.calls, record.gatheredBefore)
         if placed < record.gatheredBefore { entry.owed.append((timeNanos, record.gatheredBefore - placed)) }
         entry.calls -= placed

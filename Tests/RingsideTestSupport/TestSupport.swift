@@ -504,7 +504,9 @@ package final class ExactDrain {
                 guard record.kind == UInt8(RS_KIND_HISTOGRAM.rawValue) else { continue }
                 let metric = Int(record.metric)
                 histograms[metric, default: Histogram()].record(record.value)
-                placement.placeBeside(record, lane: lane, timeNanos: record.timestamp_ns) { value, calls in
+                let earlier = UnsafeBufferPointer(rebasing: batch[..<offset])
+                placement.placeBeside(record, after: earlier, firstCursor: first, lane: lane, timeNanos: record.timestamp_ns) {
+                    value, calls in
                     histograms[metric]?.place(value, count: calls)
                 }
             }

@@ -158,7 +158,10 @@ extension BotAggregator {
             }
             // A record written while its lane filled stands, in its bucket, for the 2^k - 1
             // calls gathered before it, counted already (SAMPLING in ringside.h).
-            if record.weightLog2 > 0 { placeGathered(beside: record, lane: lane, timeNanos: time, address: address, source: source) }
+            if record.weightLog2 > 0 {
+                placeGathered(
+                    beside: index, of: records, firstCursor: firstCursor, lane: lane, timeNanos: time, address: address, source: source)
+            }
             // No producer writes an exemplar with a signed value: its records are rejected, one by one.
             if record.carriesExemplar, !address.isSigned {
                 assembling = beginExemplar(record, at: cursor, source: source, lane: lane, slot: address.slot)
@@ -199,14 +202,18 @@ extension BotAggregator {
         sources[source].exemplars.begin(record, at: cursor, lane: lane, slot: slot)
     }
 
-    /// Places the calls gathered before `record` (its weight, SAMPLING in ringside.h) in its series.
+    /// Places the calls gathered before record `index` of `records` (its weight, SAMPLING in
+    /// ringside.h) in its series, beside it and its neighbours (the batch's records before it among
+    /// them, the first at `firstCursor`).
     @inline(never)
     private mutating func placeGathered(
-        beside record: RingRecord, lane: Int, timeNanos time: UInt64, address: SeriesAddress, source: Int
+        beside index: Int, of records: UnsafeBufferPointer<RingRecord>, firstCursor: UInt64, lane: Int, timeNanos time: UInt64,
+        address: SeriesAddress, source: Int
     ) {
         var gathered = GatherPlacement()
         swap(&gathered, &sources[source].gathered)  // moved out, not copied: the tables change meanwhile
-        gathered.placeBeside(record, lane: lane, timeNanos: time) { value, calls in
+        let earlier = UnsafeBufferPointer(rebasing: records[..<index])
+        gathered.placeBeside(records[index], after: earlier, firstCursor: firstCursor, lane: lane, timeNanos: time) { value, calls in
             place(value, count: calls, address: address, atNanos: time)
         }
         swap(&gathered, &sources[source].gathered)
