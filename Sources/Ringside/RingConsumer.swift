@@ -14,6 +14,10 @@ package struct GatheredCalls: Sendable, Equatable {
     package var sum: UInt64
     package var max: UInt64
     package var latest: UInt64
+
+    package init(calls: UInt64, sum: UInt64, max: UInt64, latest: UInt64) {
+        (self.calls, self.sum, self.max, self.latest) = (calls, sum, max, latest)
+    }
 }
 
 /// A bot file's one consumer: drains every lane's records in batches and moves their read cursors.

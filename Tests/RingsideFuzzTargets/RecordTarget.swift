@@ -12,7 +12,8 @@ import RingsideTrace
 /// file's wall-clock offset, then 33 bytes a record: its lane (bits 0-1; bit 7 keeps the record's
 /// own `sequence`, else it is the lane's cursor, as a sound record's is) and its 32 bytes.
 /// Checks: an exemplar put back together is one the producer's check (`Bot.Exemplar`) takes, of
-/// the length its value said; the trace's JSON is JSON.
+/// the length its value said; the calls gathered beside the records (`GatherPlacement`) are all
+/// placed, each at a value of its lane and metric; the trace's JSON is JSON.
 enum RecordTarget {
     static let target = FuzzTarget(
         name: "records",
@@ -37,6 +38,7 @@ enum RecordTarget {
             cursors[lane] &+= 1
         }
         check(records, metrics: head >= 0x80 ? nil : metrics, finding: finding)
+        checkPlacement(records, calls: offset >> 48, latest: offset & 0xFFFF, finding: finding)
         let source = TraceSource(
             ringName: "fuzz", bot: "fuzz", pid: 4242, isWorker: false, metrics: metrics,
             threadNames: ["main", "", "ордер", "x\"y\\z"], wallClockOffsetNanos: offset)
@@ -86,6 +88,51 @@ enum RecordTarget {
             {
                 lengths[lane] = Int(record.exemplar_length)
             }
+        }
+    }
+
+    /// Places `calls` gathered calls of each lane and metric beside the valid histogram records
+    /// (the drain's way: each lane's records a batch, the calls taken after them, then the lanes
+    /// drained): every call is placed, at a value a record of its lane and metric carried or at
+    /// the cell's `latest`.
+    private static func checkPlacement(_ records: [TraceRecord], calls: UInt64, latest: UInt64, finding: (String) -> Never) {
+        var placement = GatherPlacement()
+        var values: [[UInt64]: Set<UInt64>] = [:]  // by [lane, metric]
+        var placed: UInt64 = 0
+        func count(_ value: UInt64, _ calls: UInt64, lane: Int, metric: UInt32, orLatest: Bool = false) {
+            guard values[[UInt64(lane), UInt64(metric)]]?.contains(value) == true || (orLatest && value == latest) else {
+                finding("lane \(lane), metric \(metric): a call placed at \(value), no record's\(orLatest ? " nor the cell's" : "")")
+            }
+            placed += calls
+        }
+        for lane in 0..<4 {
+            let batch = records.filter { $0.lane == lane }.map(\.record)
+            batch.withUnsafeBufferPointer { batch in
+                for (cursor, record) in batch.enumerated() {
+                    values[[UInt64(lane), UInt64(record.metric)], default: []].insert(record.value)
+                    let histogram = MetricKind.histogram
+                    guard record.kind == histogram.rawValue, record.fault(at: UInt64(cursor), registeredAs: histogram) == nil else {
+                        continue
+                    }
+                    let earlier = UnsafeBufferPointer(rebasing: batch[..<cursor])
+                    placement.placeBeside(record, after: earlier, firstCursor: 0, lane: lane, timeNanos: 0) { value, calls in
+                        count(value, calls, lane: lane, metric: record.metric)
+                    }
+                }
+            }
+        }
+        for key in values.keys {
+            let (lane, metric) = (Int(key[0]), UInt32(key[1]))
+            placement.take(GatheredCalls(calls: calls, sum: 0, max: 0, latest: latest), metric: Int(metric), lane: lane) {
+                value, _, calls in count(value, calls, lane: lane, metric: metric)
+            }
+        }
+        placement.placeUnclaimed(isDrained: { _ in true }) { metric, value, calls in
+            let lane = (0..<4).first { values[[UInt64($0), UInt64(metric)]]?.contains(value) == true } ?? 0
+            count(value, calls, lane: lane, metric: UInt32(metric), orLatest: true)
+        }
+        if placed != calls * UInt64(values.count) {
+            finding("\(placed) calls placed of \(calls * UInt64(values.count)) taken")
         }
     }
 

@@ -1,5 +1,5 @@
 import CRingside
-@testable import Ringside
+import Ringside
 import Testing
 
 /// A histogram record of `metric` at `sequence`, weighted 2^`weightLog2` (SAMPLING in ringside.h).
