@@ -93,8 +93,9 @@ enum RecordTarget {
 
     /// Places `calls` gathered calls of each lane and metric beside the valid histogram records
     /// (the drain's way: each lane's records a batch, the calls taken after them, then the lanes
-    /// drained): every call is placed, at a value a record of its lane and metric carried or at
-    /// the cell's `latest`.
+    /// drained): every call is placed, at a value a record of its lane and metric carried (a call
+    /// left over, which `placeUnclaimed` hands without its lane: of its metric) or at the cell's
+    /// `latest`.
     private static func checkPlacement(_ records: [TraceRecord], calls: UInt64, latest: UInt64, finding: (String) -> Never) {
         var placement = GatherPlacement()
         var values: [[UInt64]: Set<UInt64>] = [:]  // by [lane, metric]
