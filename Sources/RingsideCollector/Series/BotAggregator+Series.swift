@@ -244,18 +244,11 @@ extension BotAggregator {
     }
 }
 
-extension BotAggregator.Series where Windows == WindowedHistogram {
-    /// Takes a histogram's record: its windows count it and the series is marked touched, in one
-    /// access to the series (the drain's every record; two accesses checked the table unique twice).
-    mutating func record(_ value: UInt64, count: UInt64, atNanos time: UInt64) {
-        windows.record(value, count: count, atNanos: time)
-        touched = true
-    }
-}
-
-extension BotAggregator.Series where Windows == WindowedSignedHistogram {
-    /// As an unsigned histogram's `record`, for a signed value.
-    mutating func record(_ value: Int64, count: UInt64, atNanos time: UInt64) {
+extension BotAggregator.Series {
+    /// Takes a histogram's record (unsigned or signed): its windows count it and the series is
+    /// marked touched, in one access to the series (the drain's every record; two accesses checked
+    /// the table unique twice).
+    mutating func record<Slice>(_ value: Slice.Value, count: UInt64, atNanos time: UInt64) where Windows == Windowed<Slice> {
         windows.record(value, count: count, atNanos: time)
         touched = true
     }
