@@ -11,7 +11,7 @@
 /// One value standing for up to 32,767 calls, or the calls left over piled at one latest value,
 /// moved the quantiles of a burst whose values drift by several percent (issue 70); spread over the
 /// weighted neighbours alone, a lane's last records before its drain stood for most of its calls,
-/// and a quantile drew on a third of the records' information; over every neighbour, all of it
+/// and a quantile drew on a third of the records' information; over every neighbour, more of it
 /// (`ringside-bench burst`).
 ///
 /// A drain: `placeBeside` for each weighted record drained (with the batch's records before it,
@@ -76,10 +76,10 @@ package struct GatherPlacement {
         }
     }
 
-    /// The records over whose values a lane's gathered calls of one metric are spread: more than
-    /// a 32-record lane keeps between two drains (with 16, p99 of `ringside-bench burst`'s tail
-    /// block was 0.40 % off on average, against 0.35).
-    package static let neighbours = 32
+    /// The records over whose values a lane's gathered calls of one metric are spread. 32 held
+    /// p99 of `ringside-bench burst`'s tail block a little closer (0.35 % off on average, against
+    /// 0.39) but placed each call twice as often: the drain at 64 rings took 0.5 ns a record more.
+    package static let neighbours = 16
     /// The records of a batch looked back over for a weighted record's unweighted neighbours, at
     /// most: a bound on the work a record of one metric among many others costs.
     package static let lookBack = 2 * neighbours
