@@ -18,7 +18,8 @@ let package = Package(
         /// benchmark call it; the producer's hot path is C and makes its own.
         .target(name: "RingsideSystem", dependencies: ["CRingsideSystem"]),
         /// The few calls Swift cannot make (variadic in glibc, or not declared): a thread's
-        /// scheduler slice, and malloc's trim and mmap threshold. Called through RingsideSystem only.
+        /// scheduler slice, malloc's trim and mmap threshold, membarrier, futex_waitv and a futex
+        /// wake, and ppoll. Called through RingsideSystem only.
         .target(name: "CRingsideSystem"),
 
         // MARK: - The ring: format (C), producer API and reader

@@ -10,7 +10,8 @@
 // uses the POSIX forms instead: `accept` then `fcntl`, and a self-pipe made by `pipe` then
 // `fcntl` (CRingsideSystem, the C module for what Swift cannot call, keeps to calls that have no
 // such form). The gap before FD_CLOEXEC matters only if another thread forks and execs in that
-// instant; the collector does not.
+// instant; the collector does so once, with `--demo`, to start its demo bot (which could then
+// hold a connection accepted in that instant open).
 
 #if canImport(Glibc)
 import Glibc
