@@ -22,18 +22,19 @@ extension PrometheusExporter {
                 threads.append((ring.labels + [("lane", String(lane.index)), ("tid", String(lane.threadID)), ("thread", name)], thread))
             }
         }
+        return laneThreadFamilies(threads) + botProcessFamilies(processes) + samplerFamilies(sample.figures, refused: refused)
+    }
+
+    /// Each lane thread's scheduling, labelled as its lane's series are, with its `tid` and name.
+    private static func laneThreadFamilies(_ threads: [(labels: [(String, String)], health: ThreadHealth)]) -> [FixedFamily] {
         func perThread(_ value: (ThreadHealth) -> Double) -> Samples {
             threads.map { ($0.labels, value($0.health)) }
-        }
-        func perProcess(_ value: (ProcessHealth) -> Double?) -> Samples {
-            processes.compactMap { process in value(process.health).map { (process.labels, $0) } }
         }
         var switches: Samples = []
         for thread in threads {
             switches.append((thread.labels + [("kind", "voluntary")], Double(thread.health.voluntarySwitches)))
             switches.append((thread.labels + [("kind", "involuntary")], Double(thread.health.involuntarySwitches)))
         }
-        let figures = sample.figures
         return [
             FixedFamily(
                 "ringside_thread_cpu_seconds_total", "counter", "CPU time the lane's thread has used (its schedstat)",
@@ -56,6 +57,15 @@ extension PrometheusExporter {
                 "ringside_thread_migrations_total", "counter",
                 "Samples that found the lane's thread on another CPU than the sample before (a lower bound on its migrations)",
                 perThread { Double($0.migrations) }),
+        ]
+    }
+
+    /// Each bot process's figures, labelled as its ring's.
+    private static func botProcessFamilies(_ processes: [(labels: [(String, String)], health: ProcessHealth)]) -> [FixedFamily] {
+        func perProcess(_ value: (ProcessHealth) -> Double?) -> Samples {
+            processes.compactMap { process in value(process.health).map { (process.labels, $0) } }
+        }
+        return [
             FixedFamily(
                 "ringside_bot_process_cpu_seconds_total", "counter", "User and system CPU time of the ring's producer process",
                 perProcess { $0.cpuSeconds }),
@@ -74,6 +84,12 @@ extension PrometheusExporter {
             FixedFamily(
                 "ringside_bot_process_start_time_seconds", "gauge", "When the ring's producer process started, in Unix seconds",
                 perProcess { $0.startTimeSeconds }),
+        ]
+    }
+
+    /// What the sampler refused to read, and its own figures.
+    private static func samplerFamilies(_ figures: ThreadSamplerFigures, refused: Samples) -> [FixedFamily] {
+        [
             FixedFamily(
                 "ringside_thread_health_refused_total", "counter",
                 "Targets the ring named that the thread sampler refused to read (its process, or a lane's thread): another user's, "

@@ -102,48 +102,60 @@ enum StatsCommand {
                     cells: cells[metric.index] ?? MetricCells())
             }
         let console = context.console
-
+        let consumed = records.count { $0.consumed }
         if context.json {
-            let items: [JSON] = statistics.map { stats in
-                var members: [(String, JSON?)] = [
-                    ("index", .uint(UInt64(stats.metric.index))), ("name", .string(stats.metric.name)),
-                    ("labels", stats.metric.labelsJSON), ("kind", .string(stats.metric.kind.description)),
-                    ("unit", .string(stats.metric.unit.description)), ("sample_every", .uint(UInt64(stats.metric.sampleEvery))),
-                    ("count", .uint(UInt64(stats.count))),
-                ]
-                switch stats.metric.kind {
-                case .histogram:
-                    members.append(("calls", .uint(stats.calls)))
-                    let value = { (bits: UInt64) in stats.metric.value(ofStored: bits).json }
-                    members.append(("min", stats.sorted.first.map(value) ?? .null))
-                    for percentile in MetricStatistics.percentiles {
-                        members.append((percentile.key, stats.percentile(percentile.q).map(value) ?? .null))
-                    }
-                    members += [("max", stats.sorted.last.map(value) ?? .null), ("dropped", .uint(stats.cells.dropped))]
-                case .counter:
-                    members.append(("total", stats.metric.value(ofStored: stats.total).json))
-                case .gauge:
-                    members += [
-                        ("last", stats.last.map(JSON.double) ?? .null), ("min", stats.minimum.map(JSON.double) ?? .null),
-                        ("max", stats.maximum.map(JSON.double) ?? .null), ("dropped", .uint(stats.cells.dropped)),
-                    ]
-                }
-                return .members(members)
-            }
             console.print(
                 JSON.object([
                     ("ring", .string(name)), ("lanes", .uint(UInt64(contents.status.lanes.count))),
-                    ("records", .uint(UInt64(records.count))), ("consumed", .uint(UInt64(records.count { $0.consumed }))),
-                    ("unregistered_records", .uint(UInt64(unregistered))), ("metrics", .array(items)),
+                    ("records", .uint(UInt64(records.count))), ("consumed", .uint(UInt64(consumed))),
+                    ("unregistered_records", .uint(UInt64(unregistered))), ("metrics", .array(statistics.map(json))),
                 ]).text)
             return ExitStatus.success
         }
-
         console.print(
             "ring \(name): \(records.count) record\(records.count == 1 ? "" : "s") in its \(contents.status.lanesText), "
-                + "\(records.count { $0.consumed }) of them consumed")
+                + "\(consumed) of them consumed")
+        for table in tables(of: statistics) {
+            console.print()
+            table.lines.forEach { console.print($0) }
+        }
+        if unregistered > 0 { console.print("\n\(unregistered) records name a metric that is not registered (see ringside-dump check)") }
+        return ExitStatus.success
+    }
+
+    /// One metric's figures, as `--json` writes them.
+    static func json(_ stats: MetricStatistics) -> JSON {
+        var members: [(String, JSON?)] = [
+            ("index", .uint(UInt64(stats.metric.index))), ("name", .string(stats.metric.name)),
+            ("labels", stats.metric.labelsJSON), ("kind", .string(stats.metric.kind.description)),
+            ("unit", .string(stats.metric.unit.description)), ("sample_every", .uint(UInt64(stats.metric.sampleEvery))),
+            ("count", .uint(UInt64(stats.count))),
+        ]
+        switch stats.metric.kind {
+        case .histogram:
+            members.append(("calls", .uint(stats.calls)))
+            let value = { (bits: UInt64) in stats.metric.value(ofStored: bits).json }
+            members.append(("min", stats.sorted.first.map(value) ?? .null))
+            for percentile in MetricStatistics.percentiles {
+                members.append((percentile.key, stats.percentile(percentile.q).map(value) ?? .null))
+            }
+            members += [("max", stats.sorted.last.map(value) ?? .null), ("dropped", .uint(stats.cells.dropped))]
+        case .counter:
+            members.append(("total", stats.metric.value(ofStored: stats.total).json))
+        case .gauge:
+            members += [
+                ("last", stats.last.map(JSON.double) ?? .null), ("min", stats.minimum.map(JSON.double) ?? .null),
+                ("max", stats.maximum.map(JSON.double) ?? .null), ("dropped", .uint(stats.cells.dropped)),
+            ]
+        }
+        return .members(members)
+    }
+
+    /// The metrics' figures as a person reads them: a table for each kind that has any.
+    static func tables(of statistics: [MetricStatistics]) -> [TextTable] {
         let byKind = Dictionary(grouping: statistics, by: \.metric.kind)
         func none(_ value: String?) -> String { value ?? "-" }
+        var tables: [TextTable] = []
         if let histograms = byKind[.histogram] {
             var table = TextTable(
                 ["HISTOGRAM", "UNIT", "SAMPLING", "COUNT", "MIN"] + MetricStatistics.percentiles.map(\.label)
@@ -160,15 +172,13 @@ enum StatsCommand {
                         + MetricStatistics.percentiles.map { none(stats.percentile($0.q).map(value)) }
                         + [none(stats.sorted.last.map(value)), "\(stats.cells.dropped)"])
             }
-            console.print()
-            table.lines.forEach { console.print($0) }
+            tables.append(table)
         }
         if let counters = byKind[.counter] {
             // From the cells: every increment ever made, on every thread.
             var table = TextTable(["COUNTER", "TOTAL"], right: ["TOTAL"])
             for stats in counters { table.add([stats.metric.displayName, stats.metric.value(ofStored: stats.total).text]) }
-            console.print()
-            table.lines.forEach { console.print($0) }
+            tables.append(table)
         }
         if let gauges = byKind[.gauge] {
             var table = TextTable(
@@ -181,11 +191,9 @@ enum StatsCommand {
                     "\(stats.cells.dropped)",
                 ])
             }
-            console.print()
-            table.lines.forEach { console.print($0) }
+            tables.append(table)
         }
-        if unregistered > 0 { console.print("\n\(unregistered) records name a metric that is not registered (see ringside-dump check)") }
-        return ExitStatus.success
+        return tables
     }
 }
 

@@ -105,34 +105,8 @@ final class DrainScheduler {
         _ = watchLanes()
         passes &+= 1
         let rings = watched.rings
-        // A touched ring's file was written to (a lane added, by fallocate), opened or closed:
-        // its new lanes are looked for now, so that this visit drains them (and a visit of it left
-        // to the next pass, this one cut short), not a visit after the look that `observe` makes.
-        for ring in touched where ring.schedule.watch.index < visit.count && rings[ring.schedule.watch.index] === ring {
-            visit[ring.schedule.watch.index] = true
-            _ = ring.consumer.lookForNewLanes()
-        }
-        laneWatch.markMoved(&visit, counted: &counted)
-        (lastObservedNanos, observedNanos) = (observedNanos, rs_clock_precise_ns())
         var pass = Pass()
-        for index in counted.indices where counted[index] {
-            counted[index] = false
-            rings[index].schedule.cellMoves &+= 1
-            pass.changed = true  // a snapshot is due, as for a record
-        }
-        for index in followUps where index < visit.count { visit[index] = true }
-        followUps.removeAll(keepingCapacity: true)
-        if !sweep, now &- lastLivenessRoundNanos >= DrainTiming.livenessIntervalNanos {
-            lastLivenessRoundNanos = now
-            markRingsDueALook(rings, nowNanos: now)
-        }
-        // A lane a bot adds long after it attached (a thread's first record after a warm-up) is
-        // drained within a second, not at the bot's next look (every 30 s for a quiet one) when
-        // nothing else brought it in (inotify's event for the file's growth did not, in a burst).
-        if now &- lastLaneCountCheckNanos >= DrainTiming.livenessIntervalNanos {
-            lastLaneCountCheckNanos = now
-            laneWatch.markLanesAdded(&visit)
-        }
+        pass.changed = markDue(rings, touched: touched, sweep: sweep, nowNanos: now)
         // The rings that cost least come first, those that wrote invalid records last; a pass
         // ends when its time is spent, and the rings it did not reach come first in the next.
         let order = serviceOrder(rings, sweep: sweep, nowNanos: now)
@@ -150,42 +124,8 @@ final class DrainScheduler {
                 break
             }
             visit[index] = false
-            let ring = rings[index]
-            let wasFilling = ring.schedule.fill.isTiming
-            let drained = tracker.drain(ring, nowNanos: now, whole: forced)
-            measureGap(of: ring, drained: drained.count, filling: wasFilling && !forced, atNanos: visitNanos, nowNanos: now)
-            if drained.recordsLeft { cutShort = true }  // the next pass follows at once, and a snapshot waits for it
-            pass.drained += drained.count
-            if drained.count > 0 { ring.schedule.lastActiveNanos = now }
-            guard !drained.letGo else { continue }  // its cursors were corrupt
-            if ring.consumer.laneCount != ring.schedule.watch.lanes { watched.lanesChanged() }
-            // Only rings that drained lately have a rate: idle ones cost nothing here.
-            if drained.count > 0 || ring.schedule.fill.isTiming,
-                let fill = ring.schedule.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now)
-            {
+            if let fill = drain(rings[index], at: index, visitNanos: visitNanos, nowNanos: now, forced: forced, pass: &pass) {
                 soonestFill = min(soonestFill, fill)
-            }
-            // Liveness and drop logging cost system calls: asked as often as `livenessInterval`
-            // says (a forced pass looks now).
-            let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
-            if forced || ring.isObservationDue(nowNanos: now, interval: interval) {
-                pass.changed = tracker.observe(ring, nowNanos: now) || pass.changed
-                // Asked again: the look may have found it dead or stopped, asked after more often.
-                watched.visited(index, interval: ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching))
-            } else {
-                watched.visited(index, interval: interval)
-            }
-            // A bot attached moments ago may be adding its first lanes after the file event that
-            // had it attached: look for them every pass until the moment has passed.
-            let isNew = now &- ring.liveness.attachedNanos < DrainTiming.newRingNanos
-            if isNew, ring.consumer.lookForNewLanes() { ring.schedule.watch.newLanesPending = true }
-            // Visited again next pass: a ring busy in the last second or whose file was just opened
-            // or closed (its liveness is asked four times a second), new, timing a fill rate,
-            // quarantined, or with lanes to adopt.
-            if interval == DrainTiming.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.schedule.fill.isTiming
-                || ring.quarantine.isOn || ring.schedule.watch.newLanesPending
-            {
-                followUps.append(index)
             }
         }
         soonestFillNanos = soonestFill
@@ -195,6 +135,84 @@ final class DrainScheduler {
             cutShortSinceNanos = now
         }
         return pass
+    }
+
+    /// Marks the rings due a visit this pass (`visit`): those whose lanes' write cursors moved, the
+    /// `touched`, the last pass's follow-ups, and once a second those due a look; returns whether a
+    /// counter moved (a snapshot is due, as for a record).
+    private func markDue(_ rings: [TrackedRing], touched: [TrackedRing], sweep: Bool, nowNanos now: UInt64) -> Bool {
+        // A touched ring's file was written to (a lane added, by fallocate), opened or closed:
+        // its new lanes are looked for now, so that this visit drains them (and a visit of it left
+        // to the next pass, this one cut short), not a visit after the look that `observe` makes.
+        for ring in touched where ring.schedule.watch.index < visit.count && rings[ring.schedule.watch.index] === ring {
+            visit[ring.schedule.watch.index] = true
+            _ = ring.consumer.lookForNewLanes()
+        }
+        laneWatch.markMoved(&visit, counted: &counted)
+        (lastObservedNanos, observedNanos) = (observedNanos, rs_clock_precise_ns())
+        var countersMoved = false
+        for index in counted.indices where counted[index] {
+            counted[index] = false
+            rings[index].schedule.cellMoves &+= 1
+            countersMoved = true
+        }
+        for index in followUps where index < visit.count { visit[index] = true }
+        followUps.removeAll(keepingCapacity: true)
+        if !sweep, now &- lastLivenessRoundNanos >= DrainTiming.livenessIntervalNanos {
+            lastLivenessRoundNanos = now
+            markRingsDueALook(rings, nowNanos: now)
+        }
+        // A lane a bot adds long after it attached (a thread's first record after a warm-up) is
+        // drained within a second, not at the bot's next look (every 30 s for a quiet one) when
+        // nothing else brought it in (inotify's event for the file's growth did not, in a burst).
+        if now &- lastLaneCountCheckNanos >= DrainTiming.livenessIntervalNanos {
+            lastLaneCountCheckNanos = now
+            laneWatch.markLanesAdded(&visit)
+        }
+        return countersMoved
+    }
+
+    /// One ring's visit: drains it (whole when `forced`), looks at its liveness when due, and
+    /// says whether the next pass visits it again. Returns how soon its lanes fill, if it is timed.
+    private func drain(
+        _ ring: TrackedRing, at index: Int, visitNanos: UInt64, nowNanos now: UInt64, forced: Bool, pass: inout Pass
+    ) -> UInt64? {
+        let wasFilling = ring.schedule.fill.isTiming
+        let drained = tracker.drain(ring, nowNanos: now, whole: forced)
+        measureGap(of: ring, drained: drained.count, filling: wasFilling && !forced, atNanos: visitNanos, nowNanos: now)
+        if drained.recordsLeft { cutShort = true }  // the next pass follows at once, and a snapshot waits for it
+        pass.drained += drained.count
+        if drained.count > 0 { ring.schedule.lastActiveNanos = now }
+        guard !drained.letGo else { return nil }  // its cursors were corrupt
+        if ring.consumer.laneCount != ring.schedule.watch.lanes { watched.lanesChanged() }
+        // Only rings that drained lately have a rate: idle ones cost nothing here.
+        var fill: UInt64?
+        if drained.count > 0 || ring.schedule.fill.isTiming {
+            fill = ring.schedule.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now)
+        }
+        // Liveness and drop logging cost system calls: asked as often as `livenessInterval`
+        // says (a forced pass looks now).
+        let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
+        if forced || ring.isObservationDue(nowNanos: now, interval: interval) {
+            pass.changed = tracker.observe(ring, nowNanos: now) || pass.changed
+            // Asked again: the look may have found it dead or stopped, asked after more often.
+            watched.visited(index, interval: ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching))
+        } else {
+            watched.visited(index, interval: interval)
+        }
+        // A bot attached moments ago may be adding its first lanes after the file event that
+        // had it attached: look for them every pass until the moment has passed.
+        let isNew = now &- ring.liveness.attachedNanos < DrainTiming.newRingNanos
+        if isNew, ring.consumer.lookForNewLanes() { ring.schedule.watch.newLanesPending = true }
+        // Visited again next pass: a ring busy in the last second or whose file was just opened
+        // or closed (its liveness is asked four times a second), new, timing a fill rate,
+        // quarantined, or with lanes to adopt.
+        if interval == DrainTiming.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.schedule.fill.isTiming
+            || ring.quarantine.isOn || ring.schedule.watch.newLanesPending
+        {
+            followUps.append(index)
+        }
+        return fill
     }
 
     /// Records the gap a ring's records waited (see `DrainGapFigures`): since its last drain when
