@@ -106,61 +106,25 @@ package struct WebConfig: Equatable, Sendable {
         return config
     }
 
+    /// `tls_server_config`, read key by key and then checked whole; nil when it sets none of the
+    /// keys that turn TLS on.
     private static func tlsSettings(_ entry: YAMLEntry, directory: String) throws(WebConfigError) -> TLSSettings? {
-        var certFile: String?, keyFile: String?, clientCAFile: String?
-        var clientAuth: (ClientAuth, line: Int)?
-        var settings = TLSSettings(certFile: "", keyFile: "")
-        var versionLine: (min: Int?, max: Int?)
-        func path(_ field: YAMLEntry) throws(WebConfigError) -> String? {
-            let text = try string(field, what: field.key)
-            guard !text.isEmpty else { return nil }  // empty is unset, as in Go
-            return text.hasPrefix("/") ? text : (directory.hasSuffix("/") ? directory : directory + "/") + text
-        }
+        var fields = TLSFields()
         for field in try mappingEntries(entry.value, name: entry.key) {
             switch field.key {
-            case "cert_file": certFile = try path(field)
-            case "key_file": keyFile = try path(field)
-            case "client_ca_file": clientCAFile = try path(field)
-            case "client_auth_type":
-                let text = try string(field, what: field.key)
-                // RequireClientCert is the toolkit's old name of RequireAnyClientCert; empty is the default.
-                let value = text.isEmpty ? "NoClientCert" : text == "RequireClientCert" ? "RequireAnyClientCert" : text
-                guard let auth = ClientAuth(rawValue: value) else {
-                    throw WebConfigError(
-                        line: field.line,
-                        reason: "client_auth_type \"\(text)\" is not one of " + ClientAuth.allCases.map(\.rawValue).joined(separator: ", "))
-                }
-                clientAuth = (auth, field.line)
-            case "min_version", "max_version":
-                let version = try tlsVersion(field)
-                if field.key == "min_version" {
-                    settings.minVersion = version
-                    versionLine.min = field.line
-                } else {
-                    settings.maxVersion = version
-                    versionLine.max = field.line
-                }
-            case "cipher_suites":
-                for (name, line) in try strings(field) {
-                    guard let openSSLName = cipherSuites[name] else {
-                        throw WebConfigError(
-                            line: line,
-                            reason: "unknown cipher suite \"\(name)\"; use Go's names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 "
-                                + "(docs/operations.md lists them)")
-                    }
-                    if !openSSLName.isEmpty { settings.cipherSuites.append(openSSLName) }
-                }
-            case "curve_preferences":
-                for (name, line) in try strings(field) {
-                    guard let group = curves[name] else {
-                        throw WebConfigError(
-                            line: line,
-                            reason: "unknown curve \"\(name)\"; use one of " + curves.keys.sorted().joined(separator: ", "))
-                    }
-                    settings.curves.append(group)
-                }
-            case "prefer_server_cipher_suites":
-                settings.preferServerCipherSuites = try boolean(field)
+            case "cert_file": fields.certFile = try filePath(field, directory: directory)
+            case "key_file": fields.keyFile = try filePath(field, directory: directory)
+            case "client_ca_file": fields.clientCAFile = try filePath(field, directory: directory)
+            case "client_auth_type": fields.clientAuth = (try clientAuth(field), field.line)
+            case "min_version":
+                fields.settings.minVersion = try tlsVersion(field)
+                fields.versionLine.min = field.line
+            case "max_version":
+                fields.settings.maxVersion = try tlsVersion(field)
+                fields.versionLine.max = field.line
+            case "cipher_suites": fields.settings.cipherSuites += try openSSLCipherSuites(field)
+            case "curve_preferences": fields.settings.curves += try openSSLGroups(field)
+            case "prefer_server_cipher_suites": fields.settings.preferServerCipherSuites = try boolean(field)
             case "cert", "key", "client_ca", "client_allowed_sans":
                 throw WebConfigError(
                     line: field.line,
@@ -175,24 +139,92 @@ package struct WebConfig: Equatable, Sendable {
                     ])
             }
         }
-        if settings.minVersion > settings.maxVersion {
-            throw WebConfigError(line: versionLine.max ?? versionLine.min ?? entry.line, reason: "min_version is above max_version")
+        return try fields.checked(line: entry.line)
+    }
+
+    /// What `tls_server_config` set, as its keys are read: the files and the client auth type stay
+    /// nil until named (TLS is on only when one of them is), the rest goes to `settings` at once;
+    /// each with the line an error points at.
+    private struct TLSFields {
+        var certFile: String?, keyFile: String?, clientCAFile: String?
+        var clientAuth: (ClientAuth, line: Int)?
+        var versionLine: (min: Int?, max: Int?)
+        var settings = TLSSettings(certFile: "", keyFile: "")
+
+        /// The settings, checked whole once every key is read (`line`: `tls_server_config`'s): the
+        /// versions in order; then, as the toolkit, TLS is on when a file or the client auth type
+        /// is set, and needs both the certificate and the key; a client CA needs a client auth
+        /// type that asks for certificates. Nil when TLS is off.
+        func checked(line: Int) throws(WebConfigError) -> TLSSettings? {
+            if settings.minVersion > settings.maxVersion {
+                throw WebConfigError(line: versionLine.max ?? versionLine.min ?? line, reason: "min_version is above max_version")
+            }
+            guard certFile != nil || keyFile != nil || clientAuth != nil || clientCAFile != nil else { return nil }
+            guard let certFile else { throw WebConfigError(line: line, reason: "tls_server_config needs cert_file") }
+            guard let keyFile else { throw WebConfigError(line: line, reason: "tls_server_config needs key_file") }
+            var tls = settings
+            tls.certFile = certFile
+            tls.keyFile = keyFile
+            tls.clientCAFile = clientCAFile
+            tls.clientAuth = clientAuth?.0 ?? .none
+            if clientCAFile != nil && tls.clientAuth == .none {
+                throw WebConfigError(
+                    line: clientAuth?.line ?? line,
+                    reason: "client_ca_file is set but client_auth_type is NoClientCert: set client_auth_type: RequireAndVerifyClientCert "
+                        + "to check client certificates against it")
+            }
+            return tls
         }
-        // As the toolkit: TLS is on when any of these is set, and then both files are needed.
-        guard certFile != nil || keyFile != nil || clientAuth != nil || clientCAFile != nil else { return nil }
-        guard let certFile else { throw WebConfigError(line: entry.line, reason: "tls_server_config needs cert_file") }
-        guard let keyFile else { throw WebConfigError(line: entry.line, reason: "tls_server_config needs key_file") }
-        settings.certFile = certFile
-        settings.keyFile = keyFile
-        settings.clientCAFile = clientCAFile
-        settings.clientAuth = clientAuth?.0 ?? .none
-        if clientCAFile != nil && settings.clientAuth == .none {
+    }
+
+    /// A file's name, a relative one taken from `directory` (the configuration's own) as the
+    /// toolkit does; nil when empty.
+    private static func filePath(_ field: YAMLEntry, directory: String) throws(WebConfigError) -> String? {
+        let text = try string(field, what: field.key)
+        guard !text.isEmpty else { return nil }  // empty is unset, as in Go
+        return text.hasPrefix("/") ? text : (directory.hasSuffix("/") ? directory : directory + "/") + text
+    }
+
+    /// `client_auth_type`'s value, with the toolkit's old name and empty (the default) taken.
+    private static func clientAuth(_ field: YAMLEntry) throws(WebConfigError) -> ClientAuth {
+        let text = try string(field, what: field.key)
+        // RequireClientCert is the toolkit's old name of RequireAnyClientCert; empty is the default.
+        let value = text.isEmpty ? "NoClientCert" : text == "RequireClientCert" ? "RequireAnyClientCert" : text
+        guard let auth = ClientAuth(rawValue: value) else {
             throw WebConfigError(
-                line: clientAuth?.line ?? entry.line,
-                reason: "client_ca_file is set but client_auth_type is NoClientCert: set client_auth_type: RequireAndVerifyClientCert "
-                    + "to check client certificates against it")
+                line: field.line,
+                reason: "client_auth_type \"\(text)\" is not one of " + ClientAuth.allCases.map(\.rawValue).joined(separator: ", "))
         }
-        return settings
+        return auth
+    }
+
+    /// `cipher_suites`' Go names as OpenSSL's, in order; TLS 1.3's (no OpenSSL name: accepted,
+    /// without effect, as in Go) are left out.
+    private static func openSSLCipherSuites(_ field: YAMLEntry) throws(WebConfigError) -> [String] {
+        var names: [String] = []
+        for (name, line) in try strings(field) {
+            guard let openSSLName = cipherSuites[name] else {
+                throw WebConfigError(
+                    line: line,
+                    reason: "unknown cipher suite \"\(name)\"; use Go's names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 "
+                        + "(docs/operations.md lists them)")
+            }
+            if !openSSLName.isEmpty { names.append(openSSLName) }
+        }
+        return names
+    }
+
+    /// `curve_preferences`' Go names as OpenSSL's groups, in order.
+    private static func openSSLGroups(_ field: YAMLEntry) throws(WebConfigError) -> [String] {
+        var groups: [String] = []
+        for (name, line) in try strings(field) {
+            guard let group = curves[name] else {
+                throw WebConfigError(
+                    line: line, reason: "unknown curve \"\(name)\"; use one of " + curves.keys.sorted().joined(separator: ", "))
+            }
+            groups.append(group)
+        }
+        return groups
     }
 
     private static func tlsVersion(_ field: YAMLEntry) throws(WebConfigError) -> TLSVersion {

@@ -38,53 +38,91 @@ struct RingCheck {
             }
             return
         }
-        var found: [String] = []
-        let path = inspector.path
-        func corrupt(_ problem: String) -> String { "ring \(name): \(path) is corrupt: \(problem)" }
+        var found = Findings(ring: name, path: inspector.path)
+        let (status, records) = Self.checkLanes(inspector, found: &found)
+        // Read after the peek, so every record's metric is published.
+        let metrics = Self.checkRegistry(inspector, found: &found)
+        Self.checkRecords(records, metrics: metrics, found: &found)
 
-        // The lanes first, each bad one named: the status below stops at the first.
+        problems = found.lines
+        outcome = found.lines.isEmpty ? .ok : .problems
+        if let status, found.lines.isEmpty {
+            let metricCount = metrics?.count ?? 0
+            summary =
+                "ring \(name): ok (\(records.count) record\(records.count == 1 ? "" : "s") in \(status.lanesText), "
+                + "\(metricCount) metric\(metricCount == 1 ? "" : "s"), producer \(ProducerLiveness(status: status).word))"
+        } else {
+            summary = ""
+        }
+    }
+
+    /// The problems found in one ring so far, one line each, every line naming the ring.
+    private struct Findings {
+        let ring: String
+        let path: String
+        var lines: [String] = []
+
+        /// A problem in the file's bytes: the line says the file is corrupt.
+        mutating func corrupt(_ problem: String) { lines.append("ring \(ring): \(path) is corrupt: \(problem)") }
+
+        /// An error the reader threw (its text names the ring and its file).
+        mutating func failed(_ error: RingError) { lines.append("\(error)") }
+    }
+
+    /// Checks the lanes: each bad one named, then the ring's status (which stops at the first)
+    /// and each lane's state; then peeks at their records. An error is said once: when the lanes
+    /// were named one by one, not again for the status or the peek. Returns the status, if it was
+    /// read, and the records peeked.
+    private static func checkLanes(_ inspector: RingInspector, found: inout Findings) -> (RingStatus?, [PeekedRecord]) {
         let laneProblems = inspector.laneProblems()
-        found += laneProblems.map { corrupt("\($0)") }
+        for problem in laneProblems { found.corrupt("\(problem)") }
 
         var status: RingStatus?
         do throws(RingError) { status = try inspector.settledStatus() } catch {
-            if laneProblems.isEmpty { found.append("\(error)") }  // else the scan above said it, lane by lane
+            if laneProblems.isEmpty { found.failed(error) }  // else the scan above said it, lane by lane
         }
         if let status {
             for lane in status.lanes {
-                if case let .invalid(raw) = lane.state { found.append(corrupt("lane \(lane.index): unknown state \(raw)")) }
+                if case let .invalid(raw) = lane.state { found.corrupt("lane \(lane.index): unknown state \(raw)") }
             }
         }
 
         var records: [PeekedRecord] = []
         do throws(RingError) { records = try inspector.settledPeek() } catch {
-            if status != nil && laneProblems.isEmpty { found.append("\(error)") }  // else said once already
+            if status != nil && laneProblems.isEmpty { found.failed(error) }  // else said once already
         }
+        return (status, records)
+    }
 
-        // Read after the peek, so every record's metric is published.
-        // nil when the registry cannot be read: its records' metrics are then not checked.
-        var metrics: [MetricDescriptor?]?
-        do throws(RingError) {
-            let entries = try inspector.registryEntries()
-            metrics = entries.map { try? $0.get() }
-            var seen: [String: UInt32] = [:]
-            for entry in entries {
-                switch entry {
-                case let .success(metric):
-                    let key = metric.displayName
-                    if let earlier = seen[key] {
-                        found.append(corrupt("registry entries \(earlier) and \(metric.index) are both \(key)"))
-                    } else {
-                        seen[key] = metric.index
-                    }
-                case let .failure(problem):
-                    found.append(corrupt(problem.description))
+    /// Checks the metric registry: every entry decodes, and no two name the same series. Returns
+    /// the metrics by index (nil for an entry that does not decode), or nil when the registry
+    /// cannot be read: its records' metrics are then not checked.
+    private static func checkRegistry(_ inspector: RingInspector, found: inout Findings) -> [MetricDescriptor?]? {
+        let entries: [Result<MetricDescriptor, RingCorruption>]
+        do throws(RingError) { entries = try inspector.registryEntries() } catch {
+            found.failed(error)
+            return nil
+        }
+        var seen: [String: UInt32] = [:]
+        for entry in entries {
+            switch entry {
+            case let .success(metric):
+                let key = metric.displayName
+                if let earlier = seen[key] {
+                    found.corrupt("registry entries \(earlier) and \(metric.index) are both \(key)")
+                } else {
+                    seen[key] = metric.index
                 }
+            case let .failure(problem):
+                found.corrupt(problem.description)
             }
-        } catch {
-            found.append("\(error)")
         }
+        return entries.map { try? $0.get() }
+    }
 
+    /// Checks every record peeked against the registry (`metrics`) and its lane's order; names the
+    /// first `recordProblemLimit` problems and counts the rest in one line.
+    private static func checkRecords(_ records: [PeekedRecord], metrics: [MetricDescriptor?]?, found: inout Findings) {
         var recordProblems: [String] = []
         var check = RecordCheck(metrics: metrics)
         // Lane by lane in cursor order, as a reader drains them: the peek is sorted by timestamp,
@@ -94,20 +132,9 @@ struct RingCheck {
                 recordProblems.append("lane \(peeked.lane) " + problem)
             }
         }
-        let metricCount = metrics?.count ?? 0
-        for problem in recordProblems.prefix(Self.recordProblemLimit) { found.append(corrupt(problem)) }
-        if recordProblems.count > Self.recordProblemLimit {
-            found.append(corrupt("\(recordProblems.count - Self.recordProblemLimit) more records have problems"))
-        }
-
-        problems = found
-        outcome = found.isEmpty ? .ok : .problems
-        if let status, found.isEmpty {
-            summary =
-                "ring \(name): ok (\(records.count) record\(records.count == 1 ? "" : "s") in \(status.lanesText), "
-                + "\(metricCount) metric\(metricCount == 1 ? "" : "s"), producer \(ProducerLiveness(status: status).word))"
-        } else {
-            summary = ""
+        for problem in recordProblems.prefix(recordProblemLimit) { found.corrupt(problem) }
+        if recordProblems.count > recordProblemLimit {
+            found.corrupt("\(recordProblems.count - recordProblemLimit) more records have problems")
         }
     }
 

@@ -270,96 +270,114 @@ enum InfoCommand {
         }
     }
 
+    /// `--json`'s document: the ring, its file, layout, producer and consumer, then the backlog,
+    /// the lanes, the metrics and (with `--raw`) the header's bytes, in that order.
     private static func json(
         status: RingStatus, header: rs_header, entries: [Result<MetricDescriptor, RingCorruption>],
         cells: [UInt32: MetricCells], producer: ProducerLiveness, file: FileFacts?, now: Now,
         raw: Bool
     ) -> JSON {
-        let metrics: [JSON] = entries.enumerated().map { index, entry in
-            switch entry {
-            case let .success(metric):
-                return .object([
-                    ("index", .uint(UInt64(metric.index))), ("kind", .string(metric.kind.description)),
-                    ("unit", .string(metric.unit.description)), ("name", .string(metric.name)),
-                    ("labels", metric.labelsJSON), ("sample_every", .uint(UInt64(metric.sampleEvery))),
-                    ("resolution", .number(metric.resolutionText)), ("signed", .bool(metric.isSigned)),
-                    ("help", .string(metric.help)),
-                    ("cells", cellsJSON(cells[metric.index] ?? MetricCells(), kind: metric.kind)),
-                ])
-            case let .failure(problem):
-                return .object([("index", .uint(UInt64(index))), ("error", .string(problem.description))])
-            }
-        }
-        return .members([
+        .members([
             ("name", .string(status.name)), ("path", .string(status.path)),
-            (
-                "file",
-                file.map {
-                    .object([
-                        ("size", .uint(UInt64($0.size))), ("mode", .string("0" + String($0.mode, radix: 8))),
-                        ("owner_uid", .uint(UInt64($0.owner))),
-                    ])
-                }
-            ),
-            (
-                "layout",
-                .object([
-                    ("magic", .string("0x" + String(header.magic, radix: 16))), ("format_version", .uint(UInt64(header.version))),
-                    ("header_size", .uint(UInt64(header.header_size))), ("record_size", .uint(UInt64(header.record_size))),
-                    ("capacity_log2", .uint(UInt64(header.capacity_log2))), ("capacity", .uint(status.capacity)),
-                    ("registry_capacity", .uint(UInt64(header.registry_capacity))),
-                    ("registry_entry_size", .uint(UInt64(header.registry_entry_size))),
-                    ("registry_offset", .uint(header.registry_offset)),
-                    ("metric_cell_size", .uint(UInt64(header.metric_cell_size))), ("cells_offset", .uint(header.cells_offset)),
-                    ("lanes_offset", .uint(header.lanes_offset)), ("lane_size", .uint(header.lane_size)),
-                    ("lane_header_size", .uint(UInt64(header.lane_header_size))),
-                    ("lane_records_offset", .uint(UInt64(header.lane_records_offset))),
-                    ("max_lanes", .uint(UInt64(header.max_lanes))),
-                    // The size with the lanes allocated now (the file grows by a lane at a time).
-                    ("file_size", .uint(UInt64(status.fileSize))),
-                    ("created", .string(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns))),
-                    ("created_realtime_ns", .uint(header.created_realtime_ns)),
-                    ("created_monotonic_ns", .uint(header.created_monotonic_ns)),
-                ])
-            ),
-            (
-                "producer",
-                .members([
-                    ("pid", .int(Int64(status.producerPID))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
-                    ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null), ("how", .string(producer.explanation)),
-                    (
-                        "started",
-                        status.producerStartRealtimeNanos > 0
-                            ? .string(utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos)) : .null
-                    ),
-                    ("start_realtime_ns", .uint(status.producerStartRealtimeNanos)),
-                    ("heartbeat_ns", .uint(status.heartbeatMonotonicNanos)),
-                    ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
-                    ("attaches", .uint(UInt64(status.producerAttaches))),
-                    // The lanes' sums: each lane's own cursors are in `lanes`.
-                    ("write_cursor", .uint(status.writeCursor)), ("dropped", .uint(status.dropped)),
-                    ("unlaned_dropped", .uint(status.unlanedDropped)),
-                    ("lanes_allocated", .uint(UInt64(status.lanes.count))), ("lanes_held", .uint(UInt64(status.heldLanes))),
-                    ("lanes_exhausted", .uint(status.lanesExhausted)),
-                    ("metric_count", .uint(UInt64(status.metricCount))),
-                    ("sample_above", .uint(UInt64(status.sampleAbove))),
-                ])
-            ),
-            (
-                "consumer",
-                .members([
-                    ("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive)),
-                    ("reads_weights", .bool(status.consumerReadsWeights)),
-                    ("heartbeat_ns", .uint(header.consumer_heartbeat_ns)),
-                    ("heartbeat_age_ns", now.age(ofMonotonic: header.consumer_heartbeat_ns).map(JSON.uint) ?? .null),
-                    ("read_cursor", .uint(status.readCursor)),
-                ])
-            ),
+            ("file", fileJSON(file)),
+            ("layout", layoutJSON(header, status: status)),
+            ("producer", producerJSON(status, producer: producer, now: now)),
+            ("consumer", consumerJSON(status, header: header, now: now)),
             ("backlog", .uint(status.backlog)), ("fill_percent", .double(roundedPercent(status.fillPercent))),
             ("lanes", .array(status.lanes.map { $0.json(capacity: status.capacity, producerAlive: status.producerAlive, now: now) })),
-            ("metrics", .array(metrics)),
+            ("metrics", metricsJSON(entries, cells: cells)),
             ("raw_header", raw ? .string(hexBytes(of: header)) : nil),
         ])
+    }
+
+    /// The file's size, mode and owner; nil (the key left out) when the file could not be read.
+    private static func fileJSON(_ file: FileFacts?) -> JSON? {
+        file.map {
+            .object([
+                ("size", .uint(UInt64($0.size))), ("mode", .string("0" + String($0.mode, radix: 8))),
+                ("owner_uid", .uint(UInt64($0.owner))),
+            ])
+        }
+    }
+
+    /// The header's layout: its magic and version, the sizes and offsets of its parts, and when it
+    /// was created.
+    private static func layoutJSON(_ header: rs_header, status: RingStatus) -> JSON {
+        .object([
+            ("magic", .string("0x" + String(header.magic, radix: 16))), ("format_version", .uint(UInt64(header.version))),
+            ("header_size", .uint(UInt64(header.header_size))), ("record_size", .uint(UInt64(header.record_size))),
+            ("capacity_log2", .uint(UInt64(header.capacity_log2))), ("capacity", .uint(status.capacity)),
+            ("registry_capacity", .uint(UInt64(header.registry_capacity))),
+            ("registry_entry_size", .uint(UInt64(header.registry_entry_size))),
+            ("registry_offset", .uint(header.registry_offset)),
+            ("metric_cell_size", .uint(UInt64(header.metric_cell_size))), ("cells_offset", .uint(header.cells_offset)),
+            ("lanes_offset", .uint(header.lanes_offset)), ("lane_size", .uint(header.lane_size)),
+            ("lane_header_size", .uint(UInt64(header.lane_header_size))),
+            ("lane_records_offset", .uint(UInt64(header.lane_records_offset))),
+            ("max_lanes", .uint(UInt64(header.max_lanes))),
+            // The size with the lanes allocated now (the file grows by a lane at a time).
+            ("file_size", .uint(UInt64(status.fileSize))),
+            ("created", .string(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns))),
+            ("created_realtime_ns", .uint(header.created_realtime_ns)),
+            ("created_monotonic_ns", .uint(header.created_monotonic_ns)),
+        ])
+    }
+
+    /// The producer: its process and whether it lives, its start and heartbeat, and the lanes'
+    /// sums of what it wrote and dropped.
+    private static func producerJSON(_ status: RingStatus, producer: ProducerLiveness, now: Now) -> JSON {
+        .members([
+            ("pid", .int(Int64(status.producerPID))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
+            ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null), ("how", .string(producer.explanation)),
+            (
+                "started",
+                status.producerStartRealtimeNanos > 0
+                    ? .string(utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos)) : .null
+            ),
+            ("start_realtime_ns", .uint(status.producerStartRealtimeNanos)),
+            ("heartbeat_ns", .uint(status.heartbeatMonotonicNanos)),
+            ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
+            ("attaches", .uint(UInt64(status.producerAttaches))),
+            // The lanes' sums: each lane's own cursors are in `lanes`.
+            ("write_cursor", .uint(status.writeCursor)), ("dropped", .uint(status.dropped)),
+            ("unlaned_dropped", .uint(status.unlanedDropped)),
+            ("lanes_allocated", .uint(UInt64(status.lanes.count))), ("lanes_held", .uint(UInt64(status.heldLanes))),
+            ("lanes_exhausted", .uint(status.lanesExhausted)),
+            ("metric_count", .uint(UInt64(status.metricCount))),
+            ("sample_above", .uint(UInt64(status.sampleAbove))),
+        ])
+    }
+
+    /// The consumer (the collector): its process, whether it lives, its heartbeat and read cursor.
+    private static func consumerJSON(_ status: RingStatus, header: rs_header, now: Now) -> JSON {
+        .members([
+            ("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive)),
+            ("reads_weights", .bool(status.consumerReadsWeights)),
+            ("heartbeat_ns", .uint(header.consumer_heartbeat_ns)),
+            ("heartbeat_age_ns", now.age(ofMonotonic: header.consumer_heartbeat_ns).map(JSON.uint) ?? .null),
+            ("read_cursor", .uint(status.readCursor)),
+        ])
+    }
+
+    /// The registry's entries in order, each metric with its cells; an entry that does not decode
+    /// as its index and the problem.
+    private static func metricsJSON(_ entries: [Result<MetricDescriptor, RingCorruption>], cells: [UInt32: MetricCells]) -> JSON {
+        .array(
+            entries.enumerated().map { index, entry in
+                switch entry {
+                case let .success(metric):
+                    return .object([
+                        ("index", .uint(UInt64(metric.index))), ("kind", .string(metric.kind.description)),
+                        ("unit", .string(metric.unit.description)), ("name", .string(metric.name)),
+                        ("labels", metric.labelsJSON), ("sample_every", .uint(UInt64(metric.sampleEvery))),
+                        ("resolution", .number(metric.resolutionText)), ("signed", .bool(metric.isSigned)),
+                        ("help", .string(metric.help)),
+                        ("cells", cellsJSON(cells[metric.index] ?? MetricCells(), kind: metric.kind)),
+                    ])
+                case let .failure(problem):
+                    return .object([("index", .uint(UInt64(index))), ("error", .string(problem.description))])
+                }
+            })
     }
 }
 

@@ -251,40 +251,11 @@ package enum EmitTool {
 
     /// Attaches, registers and writes; returns the exit status.
     private static func emit(_ options: Options, console: Console, input: LineInput) throws(RingError) -> Int32 {
-        // Every value given is written (it waits for room rather than drop): never sampled.
-        var ringOptions = Bot.Options(sampleAbovePercent: 100)
         let directory = RingDirectory(options.directory)
-        if let capacity = options.capacity {
-            ringOptions.laneCapacity = capacity
-        } else if let existing = try? RingInspector(options.ring, directory: directory).status() {
-            // Attach to an existing ring as it is, whatever its size.
-            ringOptions.laneCapacity = Int(existing.capacity)
-            ringOptions.maxMetrics = existing.maxMetrics
-            ringOptions.maxLanes = existing.maxLanes
-        }
-        let bot = try Bot.attach(options.ring, directory: directory.path, options: ringOptions)
+        let bot = try Bot.attach(options.ring, directory: directory.path, options: ringOptions(options, directory: directory))
         // The lane now: a full directory is an error, never a wait for room that cannot come.
         let lane = try bot.claimCurrentThreadLane()
-        let resolution = Double("1e\(options.scale)") ?? 1
-        let write: (UInt64) -> Void
-        switch options.kind {
-        case .histogram:
-            let histogram = try bot.histogram(
-                options.metric, unit: options.unit, labels: options.labels, resolution: resolution, signed: options.signed)
-            if options.scale != 0 || options.signed {
-                write = { histogram.record(steps: $0, signed: options.signed) }
-            } else if let exemplar = options.exemplar {
-                write = { histogram.record($0, exemplar: exemplar) }
-            } else {
-                write = { histogram.record($0) }
-            }
-        case .counter:
-            let counter = try bot.counter(options.metric, labels: options.labels, resolution: resolution)
-            write = { counter.increment(steps: $0) }
-        case .gauge:
-            let gauge = try bot.gauge(options.metric, unit: options.unit, labels: options.labels)
-            write = { gauge.set(Double(bitPattern: $0)) }
-        }
+        let write = try registerMetric(options, on: bot)
         let droppedBefore = lane.recordsDropped
         var written = 0
         var saidWaiting = false
@@ -309,33 +280,88 @@ package enum EmitTool {
             written += 1
         }
 
-        var badLines = 0
-        if !options.values.isEmpty {
+        let badLines = emitValues(options, console: console, input: input, emitOne)
+        let dropped = lane.recordsDropped &- droppedBefore
+        console.print(summary(options, enabled: bot.isEnabled, written: written, dropped: dropped, badLines: badLines))
+        return badLines > 0 ? ExitStatus.failure : ExitStatus.success
+    }
+
+    /// The ring's options: never sampled, as every value given is written (it waits for room
+    /// rather than drop); `--capacity`'s size, else an existing ring's as it is, else the default.
+    private static func ringOptions(_ options: Options, directory: RingDirectory) -> Bot.Options {
+        var ringOptions = Bot.Options(sampleAbovePercent: 100)
+        if let capacity = options.capacity {
+            ringOptions.laneCapacity = capacity
+        } else if let existing = try? RingInspector(options.ring, directory: directory).status() {
+            // Attach to an existing ring as it is, whatever its size.
+            ringOptions.laneCapacity = Int(existing.capacity)
+            ringOptions.maxMetrics = existing.maxMetrics
+            ringOptions.maxLanes = existing.maxLanes
+        }
+        return ringOptions
+    }
+
+    /// Registers the metric on `bot`; returns how a value (the bits `parse` read) is written to it:
+    /// a histogram's in steps or whole, with its exemplar; a counter's as an increment; a gauge's set.
+    private static func registerMetric(_ options: Options, on bot: Bot) throws(RingError) -> (UInt64) -> Void {
+        let resolution = Double("1e\(options.scale)") ?? 1
+        switch options.kind {
+        case .histogram:
+            let histogram = try bot.histogram(
+                options.metric, unit: options.unit, labels: options.labels, resolution: resolution, signed: options.signed)
+            if options.scale != 0 || options.signed {
+                return { histogram.record(steps: $0, signed: options.signed) }
+            } else if let exemplar = options.exemplar {
+                return { histogram.record($0, exemplar: exemplar) }
+            } else {
+                return { histogram.record($0) }
+            }
+        case .counter:
+            let counter = try bot.counter(options.metric, labels: options.labels, resolution: resolution)
+            return { counter.increment(steps: $0) }
+        case .gauge:
+            let gauge = try bot.gauge(options.metric, unit: options.unit, labels: options.labels)
+            return { gauge.set(Double(bitPattern: $0)) }
+        }
+    }
+
+    /// Hands `emitOne` the values given or, with none, each line of `input` as it arrives until
+    /// end of file, blank lines passed over; a line that is no value is said and skipped. Returns
+    /// the lines skipped.
+    private static func emitValues(
+        _ options: Options, console: Console, input: LineInput, _ emitOne: (UInt64) -> Void
+    ) -> Int {
+        guard options.values.isEmpty else {
             options.values.forEach(emitOne)
-        } else {
-            var lineNumber = 0
-            while let line = input.readLine() {
-                lineNumber += 1
-                let text = line.trimmingWhitespace()
-                if text.isEmpty { continue }
-                switch parse(text, options) {
-                case let .success(bits): emitOne(bits)
-                case let .failure(problem):
-                    badLines += 1
-                    console.printError("ringside-emit: line \(lineNumber): \"\(text.prefix(80))\": \(problem.reason); skipped")
-                }
+            return 0
+        }
+        var badLines = 0
+        var lineNumber = 0
+        while let line = input.readLine() {
+            lineNumber += 1
+            let text = line.trimmingWhitespace()
+            if text.isEmpty { continue }
+            switch parse(text, options) {
+            case let .success(bits): emitOne(bits)
+            case let .failure(problem):
+                badLines += 1
+                console.printError("ringside-emit: line \(lineNumber): \"\(text.prefix(80))\": \(problem.reason); skipped")
             }
         }
-        let dropped = lane.recordsDropped &- droppedBefore
+        return badLines
+    }
+
+    /// The line said at the end: the values written (those dropped for a full ring left out, and
+    /// counted after), or why none was, and the bad lines skipped.
+    private static func summary(_ options: Options, enabled: Bool, written: Int, dropped: UInt64, badLines: Int) -> String {
         let target = options.ring + "/" + options.metric
         var summary =
-            bot.isEnabled
+            enabled
             ? "wrote \(written - Int(dropped)) value\(written - Int(dropped) == 1 ? "" : "s") to \(target)"
             : "wrote nothing to \(target): \(Bot.disableEnvironmentVariable) is set"
         if dropped > 0 { summary += ", dropped \(dropped) (the ring was full)" }
         if badLines > 0 { summary += ", skipped \(badLines) bad line\(badLines == 1 ? "" : "s")" }
-        console.print(summary)
-        return badLines > 0 ? ExitStatus.failure : ExitStatus.success
+        return summary
     }
 
     /// Why a value cannot be written.

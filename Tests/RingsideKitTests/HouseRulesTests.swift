@@ -57,6 +57,26 @@ struct HouseRulesTests {
         #expect(long.isEmpty, "over 500 lines: \(long)")
     }
 
+    /// A function's or an initializer's length runs from its declaration's line to its closing
+    /// brace's, the brace at the declaration's indentation (swift-format puts it there), both
+    /// counted; a body on one line, and a requirement with none, are passed over.
+    @Test("no function or initializer in Sources is over 80 lines, from its declaration to its closing brace")
+    func shortFunctions() throws {
+        let declaration = /^( *)(?:[@\w()]+ +)*?(?:func +(\S+?)[(<\s]|(init)[?!]?[(<])/
+        var long: [String] = []
+        var measured = 0
+        for file in try swiftFiles(under: "Sources") {
+            for (index, line) in file.lines.enumerated() {
+                guard let match = line.firstMatch(of: declaration) else { continue }
+                guard let end = closingLine(of: index, in: file.lines, indent: match.1.count) else { continue }
+                measured += 1
+                if end - index + 1 > 80 { long.append("\(file.path):\(index + 1) \(match.2 ?? match.3 ?? "") (\(end - index + 1) lines)") }
+            }
+        }
+        #expect(long.isEmpty, "functions over 80 lines: \(long)")
+        #expect(measured > 1000, "\(measured) functions measured: the test no longer reads the sources")
+    }
+
     @Test("the collector's files live in its rooms, one folder a concern, none at the top")
     func collectorRooms() throws {
         let rooms: Set<String> = [
@@ -232,6 +252,23 @@ struct HouseRulesTests {
             })
         #expect(large.isEmpty, "parts over 15 stored properties, nested records' counted: \(large.sorted { $0.key < $1.key })")
         #expect(types.count > 100, "the parser found \(types.count) types: it no longer reads the sources")
+    }
+
+    /// The line of the brace that closes the declaration on line `index`: the first after it at
+    /// the declaration's indentation that starts with `}`. Nil for a body on the declaration's
+    /// line, and for none (a protocol's requirement: the enclosing scope closes first).
+    private func closingLine(of index: Int, in lines: [Substring], indent: Int) -> Int? {
+        let opens = lines[index].filter { $0 == "{" }.count
+        if opens > 0 && opens == lines[index].filter({ $0 == "}" }).count { return nil }
+        for next in lines.indices.dropFirst(index + 1) {
+            let line = lines[next]
+            let text = line.drop { $0 == " " }
+            if text.isEmpty { continue }
+            let depth = line.count - text.count
+            if depth < indent { return nil }
+            if depth == indent && text.hasPrefix("}") { return next }
+        }
+        return nil
     }
 
     /// A property whose body opens before any initial value (`var count: Int { items.count }`).
