@@ -112,7 +112,7 @@ static void rs_sampling_reset(rs_sampling *s) {
 static void rs_sampling_measure(rs_sampling *s, uint64_t fill, uint64_t capacity) {
     uint64_t now = rs_clock_precise_ns();
     uint64_t least = capacity >> RS_LOOK_FRACTION_LOG2, most = capacity >> RS_RESERVE_FRACTION_LOG2;
-    if (least < RS_RESERVE_MIN) least = RS_RESERVE_MIN; /* a record a level, in the smallest lanes */
+    if (least < RS_RESERVE_MIN) least = RS_RESERVE_MIN; /* two records a level, in the smallest lanes */
     if (most < RS_RESERVE_MIN) most = RS_RESERVE_MIN;
     if (most > capacity - s->above) most = capacity - s->above;
     if (least > most) least = most;
@@ -135,13 +135,14 @@ static void rs_sampling_measure(rs_sampling *s, uint64_t fill, uint64_t capacity
     uint64_t reserve = gain > s->interval_gain ? gain : s->interval_gain;
     s->reserve = reserve > most ? most : reserve < least ? least : reserve;
     s->step_log2 = 0;
-    while ((s->reserve / 16) >> (s->step_log2 + 1)) s->step_log2++; /* a sixteenth, as a power of two */
+    while ((s->reserve / 8) >> (s->step_log2 + 1)) s->step_log2++; /* an eighth, as a power of two */
 }
 
 /** L for a lane holding `fill` records. */
 static uint32_t rs_sampling_level(const rs_sampling *s, uint64_t fill, uint64_t capacity) {
     uint64_t start = capacity - s->reserve;
     if (fill < start) return 0;
+    if (fill >= capacity) return RS_WEIGHT_LOG2_MAX; /* full: a call written now could only be dropped */
     uint64_t level = 1 + ((fill - start) >> s->step_log2);
     return level < RS_WEIGHT_LOG2_MAX ? (uint32_t)level : RS_WEIGHT_LOG2_MAX;
 }

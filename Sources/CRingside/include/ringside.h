@@ -293,10 +293,14 @@
  *   consumer's next drain. Below that, every call is written exactly, record by record: whatever
  *   the consumer does, a burst of up to 31/32 of a lane's capacity is recorded exactly, and a
  *   lane the consumer keeps up with is never sampled.
- * - The level L: 0 below capacity - R; past it, 1 more for each sixteenth of R (rounded down to a
- *   power of two records), at most RS_WEIGHT_LOG2_MAX (15). While L > 0 the producer reads the
- *   consumer's cursor at every call, so L follows the fill call by call, and sampling stops as
- *   soon as the lane holds fewer than capacity - R records (R is measured again at the next look).
+ * - The level L: 0 below capacity - R; past it, 1 more for each eighth of R (rounded down to a
+ *   power of two records), at most RS_WEIGHT_LOG2_MAX (15), and 15 once the lane is full (a call
+ *   written then could only be dropped). A level every two records or more leaves more records
+ *   beside the calls gathered, the sample their quantiles come from: a burst at 10 times what
+ *   the lane drains keeps one call in 11, where a level a record kept one in 14. While L > 0 the
+ *   producer reads the consumer's cursor at every call, so L follows the fill call by call, and
+ *   sampling stops as soon as the lane holds fewer than capacity - R records (R is measured again
+ *   at the next look).
  * - Per lane and metric, a call is written when the calls of its metric on its lane since that
  *   metric's last record there, this one included, are a power of two and at least 2^L; the record
  *   carries k = log2(those calls) in its flags (RS_FLAG_WEIGHT_SHIFT): it stands for the 2^k - 1
@@ -518,7 +522,7 @@ typedef enum {
 #define RS_LOOK_FRACTION_LOG2 6u
 /** Sampling uses at most the top 2^-RS_RESERVE_FRACTION_LOG2 of a lane (see SAMPLING)... */
 #define RS_RESERVE_FRACTION_LOG2 5u
-/** ... and at least its top RS_RESERVE_MIN records (or what lies above `sample_above`): a level each. */
+/** ... and at least its top RS_RESERVE_MIN records (or what lies above `sample_above`): two a level. */
 #define RS_RESERVE_MIN 16u
 
 /** A lane's `state`. */

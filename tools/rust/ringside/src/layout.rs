@@ -67,7 +67,7 @@ pub const DEFAULT_DRAIN_INTERVAL_NS: u64 = 2_000_000;
 pub const LOOK_FRACTION_LOG2: u32 = 6;
 /// Sampling uses at most the top 2^-RESERVE_FRACTION_LOG2 of a lane (SAMPLING in ringside.h)...
 pub const RESERVE_FRACTION_LOG2: u32 = 5;
-/// ... and at least its top RESERVE_MIN records (or what lies above `sample_above`): a level each.
+/// ... and at least its top RESERVE_MIN records (or what lies above `sample_above`): two a level.
 pub const RESERVE_MIN: u64 = 16;
 
 /// An exemplar's bytes at the most (`RS_EXEMPLAR_MAX`): 4 exemplar records after its value's.

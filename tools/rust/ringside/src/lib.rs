@@ -209,7 +209,8 @@
 //! never does; past it, the thread looks at the lane every 1/64 of it and measures what it gains
 //! over the collector's drain interval (the consumer line's `drain_interval_ns`): its reserve R,
 //! at least 1/64 and at most 1/32 of the lane. From `capacity - R` records on, one call in 2^L of
-//! each histogram is written (L rises by one each sixteenth of R, to 15), its record carrying k
+//! each histogram is written (L rises by one each eighth of R, to 15, and is 15 once the lane is
+//! full), its record carrying k
 //! (2^k - 1 calls gathered before it), and every other call is *gathered*: added, in the lane's
 //! gather cell of its metric in the file, to its count and sum, as its latest value, and to the
 //! largest not yet taken (a compare-and-swap), with release stores of its count and the lane's

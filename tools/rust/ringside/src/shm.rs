@@ -551,8 +551,8 @@ impl Sampling {
         }
         self.reserve = gain.max(self.interval_gain).clamp(least, most);
         self.step_log2 = 0;
-        while (self.reserve / 16) >> (self.step_log2 + 1) != 0 {
-            self.step_log2 += 1; // a sixteenth, as a power of two
+        while (self.reserve / 8) >> (self.step_log2 + 1) != 0 {
+            self.step_log2 += 1; // an eighth, as a power of two
         }
     }
 
@@ -562,6 +562,9 @@ impl Sampling {
         let start = capacity - self.reserve;
         if fill < start {
             return 0;
+        }
+        if fill >= capacity {
+            return WEIGHT_LOG2_MAX; // full: a call written now could only be dropped
         }
         (1 + ((fill - start) >> self.step_log2)).min(WEIGHT_LOG2_MAX as u64) as u32
     }

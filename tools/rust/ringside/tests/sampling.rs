@@ -174,10 +174,11 @@ fn a_lane_past_its_reserve_writes_1_call_in_2_to_the_l_and_gathers_the_others() 
     let records = file.records(0);
     assert_eq!(records.len(), 256, "nothing drains: the lane is full");
     let ks: Vec<u8> = records.iter().map(k).collect();
-    // R is 16 records in a lane of 256: sampling starts at 240, a level more at each record past it.
+    // R is 16 records in a lane of 256: sampling starts at 240, a level more at every two records
+    // past it (an eighth of R).
     assert!(ks[..240].iter().all(|&k| k == 0), "below capacity - R every call is written as it is: {ks:?}");
-    let levels: Vec<u8> = (1..=14).chain([15, 15]).collect();
-    assert_eq!(ks[240..], levels[..], "a level a record past capacity - R, at most 15");
+    let levels: Vec<u8> = (1..=8).flat_map(|level| [level, level]).collect();
+    assert_eq!(ks[240..], levels[..], "a level every two records past capacity - R");
     // Each record's k counts the calls gathered since the one before it: 2^k - 1 of them.
     let mut next = 0;
     for record in &records {
@@ -242,7 +243,8 @@ fn a_record_due_that_does_not_fit_is_dropped_as_one_call_its_value_kept_aside() 
     let mut tally = Tally::default();
     tally.keep(burst_value(0));
     // 16 slots, 8 past `sample_above` and R (the room above it) 8: past 8 records the level rises a
-    // record at a time, to 9 at full, where a record due every 512 calls is dropped.
+    // record at a time (an eighth of R is one), to 8; full, it is 15, and a record due every 32,768
+    // calls is dropped.
     let calls = 3_000_000u64;
     for index in 1..calls {
         watch.record(&fills, burst_value(index), &mut tally);
@@ -250,7 +252,7 @@ fn a_record_due_that_does_not_fit_is_dropped_as_one_call_its_value_kept_aside() 
     let file = RingFile::read(&path);
     let (records, cell) = (file.records(0), file.gather_cell(0, 0));
     assert_eq!(records.len(), 16);
-    assert!(tally.dropped > 5_000, "{tally:?}");
+    assert!(tally.dropped > 50, "{tally:?}");
     assert_eq!((file.lane(0).dropped_total, file.lane_cell(0, 0)), (tally.dropped, tally.dropped), "one call a drop");
     assert_eq!((cell.dropped_sum, cell.dropped_max), (tally.dropped_sum, tally.dropped_max));
     assert_eq!(records.len() as u64 + cell.calls, tally.kept, "every call kept is a record or gathered");
@@ -294,7 +296,7 @@ fn a_drained_lane_stops_sampling_at_the_next_call_with_nothing_left_to_write() {
     let fills = bot.histogram("fills", Unit::None, &[]).unwrap();
     let path = dir.file("rs-drain");
     declare_consumer(&path, 4242, true, 0);
-    let calls = 10_000u64;
+    let calls = 1_000u64; // past 240 exact calls, 14 records of 2 to 128 calls: short of full
     for value in 0..calls {
         fills.record(value);
     }
