@@ -201,30 +201,27 @@ package struct WebConfig: Equatable, Sendable {
     /// `cipher_suites`' Go names as OpenSSL's, in order; TLS 1.3's (no OpenSSL name: accepted,
     /// without effect, as in Go) are left out.
     private static func openSSLCipherSuites(_ field: YAMLEntry) throws(WebConfigError) -> [String] {
-        var names: [String] = []
-        for (name, line) in try strings(field) {
-            guard let openSSLName = cipherSuites[name] else {
-                throw WebConfigError(
-                    line: line,
-                    reason: "unknown cipher suite \"\(name)\"; use Go's names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 "
-                        + "(docs/operations.md lists them)")
-            }
-            if !openSSLName.isEmpty { names.append(openSSLName) }
+        try openSSLNames(field, in: cipherSuites) {
+            "unknown cipher suite \"\($0)\"; use Go's names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 (docs/operations.md lists them)"
         }
-        return names
     }
 
     /// `curve_preferences`' Go names as OpenSSL's groups, in order.
     private static func openSSLGroups(_ field: YAMLEntry) throws(WebConfigError) -> [String] {
-        var groups: [String] = []
+        try openSSLNames(field, in: curves) { "unknown curve \"\($0)\"; use one of " + curves.keys.sorted().joined(separator: ", ") }
+    }
+
+    /// A list of Go's names read as OpenSSL's from `table`, in order, those with an empty name left
+    /// out; an unknown one is refused at its line, saying `unknown(name)`.
+    private static func openSSLNames(
+        _ field: YAMLEntry, in table: [String: String], unknown: (String) -> String
+    ) throws(WebConfigError) -> [String] {
+        var names: [String] = []
         for (name, line) in try strings(field) {
-            guard let group = curves[name] else {
-                throw WebConfigError(
-                    line: line, reason: "unknown curve \"\(name)\"; use one of " + curves.keys.sorted().joined(separator: ", "))
-            }
-            groups.append(group)
+            guard let openSSLName = table[name] else { throw WebConfigError(line: line, reason: unknown(name)) }
+            if !openSSLName.isEmpty { names.append(openSSLName) }
         }
-        return groups
+        return names
     }
 
     private static func tlsVersion(_ field: YAMLEntry) throws(WebConfigError) -> TLSVersion {

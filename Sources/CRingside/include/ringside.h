@@ -305,8 +305,8 @@
  *   metric's last record there, this one included, are a power of two and at least 2^L; the record
  *   carries k = log2(those calls) in its flags (RS_FLAG_WEIGHT_SHIFT): it stands for the 2^k - 1
  *   calls gathered before it, which a reader places among the values of the records near it
- *   (the collector: spread evenly over its lane's last 16 weighted records of the metric, itself
- *   the newest; quantiles from a sample of the calls: see docs/format.md for the bound measured,
+ *   (the collector: spread evenly over its lane's last 16 records of the metric, weighted or not,
+ *   itself the newest; quantiles from a sample of the calls: see docs/format.md for the bound measured,
  *   drifting bursts included). Every other call is gathered: the
  *   holder adds 1 to `calls`, the value to `sum` (modulo 2^64), stores it in `latest`, and raises
  *   `max` to it if it is larger (an atomic compare-and-swap: the consumer takes `max` by exchanging
