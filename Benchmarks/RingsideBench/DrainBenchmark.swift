@@ -222,10 +222,13 @@ enum DrainBenchmark {
                     directory: try scratch.subdirectory("drain" + set),
                     producerCPU: producerCPU))
         }
+        progress("drain: making the floor's \(Floor.rings) rings")
+        let floor = try Floor(directory: try scratch.subdirectory("drain-floor"), producerCPU: producerCPU)
+        defer { floor.stop() }
         var baseline = Baseline()
         var unspecialized = Baseline(specialized: false)
-        let rows = sets.count + 2
-        progress("drain: rounds of \(sets.map(\.name).joined(separator: ", ")) and the baseline")
+        let rows = sets.count + 3
+        progress("drain: rounds of \(sets.map(\.name).joined(separator: ", ")), the floor and the baseline")
         var round = 0
         var timedNanos = 0.0
         while round < maxRounds && (round < minimumRounds || timedNanos < seconds * 1e9 * Double(rows)) {
@@ -238,6 +241,9 @@ enum DrainBenchmark {
                 } else if row == sets.count {
                     result = baseline.round()
                     baseline.rounds.append(result)
+                } else if row == sets.count + 1 {
+                    result = try floor.round()
+                    floor.rounds.append(result)
                 } else {
                     result = unspecialized.round()
                     unspecialized.rounds.append(result)
@@ -263,6 +269,11 @@ enum DrainBenchmark {
                 roundWallNanosPerRecord: set.rounds.map(\.wallNanosPerRecord), records: set.records, passes: set.passes,
                 withoutRecorderRoundNanos: without, recorderPeakBytes: set.recorder ? set.peakRecorderBytes : nil)
         }
+        drains.append(
+            CollectorReport.Drain(
+                name: "drain.64rings.floor", rings: Floor.rings, roundNanosPerRecord: floor.rounds.map(\.cpuNanosPerRecord),
+                oneRingRoundNanos: sets[0].rounds.map(\.cpuNanosPerRecord), baselineRoundNanos: reference,
+                roundWallNanosPerRecord: floor.rounds.map(\.wallNanosPerRecord), records: floor.records, passes: 0))
         drains.append(
             CollectorReport.Drain(
                 name: "drain.baseline", rings: 0, roundNanosPerRecord: reference,
