@@ -37,7 +37,12 @@ extension DrainBenchmark {
                 throw BenchError("the floor's consumer of \(directory)/bot-\(consumers.count): \(error)")
             }
             self.consumers = consumers
-            _ = try round()  // untimed, as the rings' first round: the lanes mapped, the counts grown
+            do {
+                _ = try round()  // untimed, as the rings' first round: the lanes mapped, the counts grown
+            } catch {
+                filler.stop()
+                throw error
+            }
             rounds = []
             records = 0
         }
